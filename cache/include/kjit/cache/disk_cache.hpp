@@ -1,0 +1,105 @@
+// kjit disk cache: pure C++17, no CUDA. One verified file per entry, atomic publish,
+// lock-free reads, optional per-key inter-process lock, size cap with approximate LRU.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kjit/cache/key.hpp"
+
+namespace kjit::cache {
+
+enum class Mode { Off, ReadOnly, ReadWrite };
+
+// What one entry holds. `payload` is opaque (a cubin, PTX or a tuning record);
+// `metadata` carries what the runtime needs next to it (lowered names, arch, NVRTC version, log).
+struct Entry {
+  std::string
+      label;  // human-readable: instantiation or problem description (shown by kjit-cache list)
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::string payload;
+
+  const std::string* find(const std::string& name) const;  // metadata lookup, nullptr if absent
+};
+
+struct Stats {
+  uint64_t hits = 0, misses = 0, compiles = 0, corrupt = 0;
+  uint64_t read_errors = 0, write_errors = 0, evictions = 0;
+  uint64_t bytes_read = 0, bytes_written = 0;
+};
+
+struct Options {
+  std::string dir;  // empty -> default_dir()
+  Mode mode = Mode::ReadWrite;
+  uint64_t max_bytes = 4ull << 30;  // size cap; trim to ~90% when exceeded; 0 = no cap
+  std::chrono::milliseconds lock_timeout{60000};
+
+  // KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else getpwuid's home,
+  // else a folder under /tmp; KJIT_CACHE=off|ro|rw; KJIT_CACHE_MAX_SIZE (bytes, or with K/M/G
+  // suffix).
+  static Options from_env();
+  static std::string default_dir();
+};
+
+struct EntryInfo {
+  std::string key_hex, label, path;
+  uint64_t size = 0;
+  int64_t mtime = 0;  // seconds since epoch (last use)
+  bool valid = true;
+  std::string error;  // why invalid
+};
+
+class DiskCache {
+ public:
+  explicit DiskCache(Options opts);
+  ~DiskCache();
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  Mode mode()
+      const;  // effective mode (ReadWrite falls back to ReadOnly when the dir is not writable)
+  const std::string& dir() const;
+
+  // Verified read. Missing -> nullopt (miss). Anything wrong -> nullopt, counted corrupt. Never
+  // throws.
+  std::optional<Entry> get(const Key& key);
+  // Atomic publish. Never throws; false and counted on failure. No-op (false) unless ReadWrite.
+  bool put(const Key& key, const Entry& entry);
+
+  // get; on a miss take the per-key lock (bounded wait), get again, else call `make`, put, release.
+  // `make` exceptions propagate (a compile error is the caller's error, not a cache error).
+  // *made tells whether `make` ran in this call. Counts `compiles` when make ran.
+  Entry get_or_make(const Key& key, const std::function<Entry()>& make, bool* made = nullptr);
+
+  Stats stats() const;
+  void count_compile();  // for callers that compile outside get_or_make
+
+  // Maintenance (kjit-cache tool). These walk the folder; not for hot paths.
+  // list, total_bytes and export_to only read, in any mode; prune and clear do nothing
+  // (return 0) unless the effective mode is ReadWrite, and import_from then throws.
+  std::vector<EntryInfo> list(bool verify_checksums = false);
+  uint64_t total_bytes();
+  // Delete until total <= target_bytes (oldest mtime first) and/or entries older than max_age.
+  // Returns the number of entries removed. Only files the cache owns are ever deleted.
+  uint64_t prune(std::optional<uint64_t> target_bytes, std::optional<std::chrono::seconds> max_age);
+  uint64_t clear();
+  // One archive file holding every valid entry; import verifies each and publishes atomically.
+  // export_to writes a temp file beside archive_path, then renames it; throws std::runtime_error
+  // on I/O errors. Both return the number of entries.
+  uint64_t export_to(const std::string& archive_path);
+  uint64_t import_from(
+      const std::string& archive_path);  // throws std::runtime_error on a bad archive
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kjit::cache

@@ -1,0 +1,55 @@
+// Where things live inside a cache folder, and which file names the cache owns.
+//
+//   <dir>/v1/<2 hex>/<64 hex>.kjit               entries, sharded by the key's first byte
+//   <dir>/v1/<2 hex>/<64 hex>.kjit.tmp.<pid>.<r>  a writer's temp file (same folder: rename is
+//   atomic) <dir>/v1/probe.tmp.<pid>.<r>                  the writability probe <dir>/v1/locks/<64
+//   hex>.lock                  per-key compile locks <dir>/v1/evict.lock trim try-lock
+//
+// Only names matching these patterns are ever deleted; anything else in the folder is left alone.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kjit/cache/disk_cache.hpp"
+#include "kjit/cache/key.hpp"
+
+namespace kjit::cache::detail {
+
+inline constexpr std::string_view kEntrySuffix = ".kjit";
+inline constexpr std::string_view kLockSuffix = ".lock";
+inline constexpr std::string_view kTempMarker = ".tmp.";
+inline constexpr std::string_view kProbePrefix = "probe";
+
+struct Layout {
+  std::string root;  // <dir>/v1
+
+  explicit Layout(const std::string& dir) : root(dir + "/v1") {}
+  std::string shard_dir(const Key& k) const { return root + "/" + k.hex().substr(0, 2); }
+  std::string entry_path(const Key& k) const;
+  std::string lock_dir() const { return root + "/locks"; }
+  std::string lock_path(const Key& k) const;
+  std::string evict_lock_path() const { return root + "/evict.lock"; }
+};
+
+// A unique temp name beside `final_path` ("<final>.tmp.<pid>.<random hex>").
+std::string temp_path_for(const std::string& final_path);
+
+bool is_shard_name(std::string_view name);
+// "<64 lowercase hex>.kjit" whose first two digits equal `shard`.
+bool is_entry_name(std::string_view name, std::string_view shard);
+bool is_lock_name(std::string_view name);
+// "<prefix>.tmp.<pid>.<hex>" for one of our prefixes; returns the writer's pid.
+std::optional<pid_t> parse_temp_name(std::string_view name, std::string_view shard);
+
+std::optional<uint64_t> parse_size(std::string_view text);  // "123", "64K", "512M", "4G", "1T"
+std::optional<Mode> parse_mode(std::string_view text);      // "off" | "ro" | "rw"
+
+// stderr, prefixed "kjit: ". Shared so that every cache message looks the same.
+void warn(const std::string& message);
+
+}  // namespace kjit::cache::detail

@@ -1,0 +1,49 @@
+// Small POSIX helpers shared by the cache sources: an owning fd and EINTR-safe I/O loops.
+// Every function reports failure as an errno value (0 = success) instead of throwing, because
+// the cache's hot paths (get/put) must never throw.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace kjit::cache::detail {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+  void reset();
+  // Closes and reports close()'s own error: on NFS and some FUSE filesystems a failed flush of
+  // delayed writes only shows up here, so a writer must check it before publishing.
+  int close_checked();
+
+ private:
+  int fd_ = -1;
+};
+
+// Opens with O_CLOEXEC added; errno is left set on failure.
+UniqueFd open_fd(const std::string& path, int flags, mode_t mode = 0);
+
+int write_all(int fd, std::string_view data);
+// Reads until EOF. `size_hint` (usually st_size) avoids regrowing the buffer.
+int read_all(int fd, std::string* out, size_t size_hint);
+// mkdir that treats "already a directory" as success.
+int make_dir(const std::string& path);
+// mkdir -p.
+int make_dirs(const std::string& path);
+
+std::string errno_text(int err);
+
+}  // namespace kjit::cache::detail

@@ -1,0 +1,143 @@
+// Writers that die or run out of space must leave no visible partial entry behind.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cache/test_util.hpp"
+
+using namespace kjit::cache;
+using namespace kjit_test;
+
+namespace {
+
+// Starts a child whose put() stalls after writing half of a 1 MB entry, waits until the half is
+// on disk, and SIGKILLs it there. Returns the temp file's path.
+std::string kill_writer_mid_put(const std::string& dir, const Key& k) {
+  pid_t pid = spawn_child([&] {
+    ::setenv("KJIT_CACHE_TEST_STALL_WRITE_MS", "20000", 1);
+    DiskCache cache(options_for(dir));
+    cache.put(k, entry_of(std::string(1 << 20, 'w')));
+    return 1;  // not reached unless the stall hook is broken
+  });
+  const std::string shard = dir + "/v1/" + k.hex().substr(0, 2);
+  std::string temp;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (temp.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& kv : snapshot(shard))
+      if (kv.first.find(".tmp.") != std::string::npos && std::get<0>(kv.second) >= (1 << 19))
+        temp = kv.first;
+    if (temp.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  CHECK(wait_child(pid) == 100 + SIGKILL);
+  return temp;
+}
+
+}  // namespace
+
+TEST_CASE("a writer killed mid-write leaves no visible entry; its temp file is cleaned later") {
+  TempDir tmp;
+  const Key fresh = key_of("fresh"), existing = key_of("existing"), other = key_of("other");
+  {
+    DiskCache cache(options_for(tmp.path()));
+    REQUIRE(cache.put(existing, entry_of("old but valid")));
+    REQUIRE(cache.put(other, entry_of("bystander")));
+  }
+  const std::string temp_fresh = kill_writer_mid_put(tmp.path(), fresh);
+  const std::string temp_existing = kill_writer_mid_put(tmp.path(), existing);
+  REQUIRE_FALSE(temp_fresh.empty());
+  REQUIRE_FALSE(temp_existing.empty());
+  CHECK(exists(temp_fresh));
+  CHECK(exists(temp_existing));
+
+  DiskCache cache(options_for(tmp.path()));
+  CHECK_FALSE(cache.get(fresh));  // a clean miss: no entry file at all
+  CHECK_FALSE(exists(entry_path(tmp.path(), fresh)));
+  auto old = cache.get(existing);  // the previous version survives the interrupted overwrite
+  REQUIRE(old);
+  CHECK(old->payload == "old but valid");
+  CHECK(cache.stats().corrupt == 0);
+  CHECK(cache.stats().read_errors == 0);
+
+  SUBCASE("removed by prune (the writer's pid is gone)") {
+    CHECK(cache.prune(std::nullopt, std::nullopt) == 0);
+  }
+  SUBCASE("removed by the trim that a put over the cap triggers") {
+    Options o = options_for(tmp.path());
+    o.max_bytes = 1;  // any put is over the cap
+    DiskCache small(o);
+    REQUIRE(small.put(key_of("trigger"), entry_of("t")));
+    CHECK(small.stats().evictions >= 1);
+  }
+  CHECK_FALSE(exists(temp_fresh));
+  CHECK_FALSE(exists(temp_existing));
+  CHECK(count_files(tmp.path(), ".tmp.") == 0);
+  // get_or_make then works normally for the key that was being written.
+  bool made = false;
+  CHECK(cache
+            .get_or_make(
+                fresh, [] { return entry_of("made"); }, &made)
+            .payload == "made");
+  CHECK(made);
+}
+
+TEST_CASE("temp files of live writers are kept; old or orphaned ones are removed") {
+  TempDir tmp;
+  DiskCache cache(options_for(tmp.path()));
+  const Key k = key_of("temps");
+  REQUIRE(cache.put(k, entry_of("x")));
+  const std::string base = entry_path(tmp.path(), k);
+  const std::string live = base + ".tmp." + std::to_string(getpid()) + ".00ff";
+  const std::string old_live = base + ".tmp." + std::to_string(getpid()) + ".0aaa";
+  // The pid of a reaped child cannot be alive (pid reuse within the test is practically nil).
+  const pid_t dead_pid = spawn_child([] { return 0; });
+  wait_child(dead_pid);
+  const std::string orphan = base + ".tmp." + std::to_string(dead_pid) + ".0bbb";
+  for (const auto& p : {live, old_live, orphan}) write_file(p, "partial");
+  age_file(old_live, 2 * 3600);
+  cache.prune(std::nullopt, std::nullopt);
+  CHECK(exists(live));
+  CHECK_FALSE(exists(old_live));
+  CHECK_FALSE(exists(orphan));
+  CHECK(cache.get(k));
+}
+
+TEST_CASE("disk full during a write: put fails cleanly, the op still gets its entry") {
+  TempDir tmp;
+  const Key before = key_of("before"), big = key_of("big"), made_key = key_of("made"),
+            small = key_of("small");
+  REQUIRE(DiskCache(options_for(tmp.path())).put(before, entry_of("valid")));
+  const std::string payload(64 * 1024, 'f');
+  int rc = in_child([&] {
+    rlimit lim{16 * 1024, 16 * 1024};  // files may not grow past 16 KB in this process
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 10;
+    ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing us
+    DiskCache cache(options_for(tmp.path()));
+    if (cache.mode() != Mode::ReadWrite) return 11;
+    if (cache.put(big, entry_of(payload))) return 12;
+    if (cache.stats().write_errors != 1) return 13;
+    bool made = false;
+    Entry e = cache.get_or_make(
+        made_key, [&] { return entry_of(payload); }, &made);
+    if (!made || e.payload != payload) return 14;
+    if (cache.stats().write_errors != 2 || cache.stats().compiles != 1) return 15;
+    // Entries that fit are still written: the cache keeps working.
+    if (!cache.put(small, entry_of("small"))) return 16;
+    auto hit = cache.get(before);
+    if (!hit || hit->payload != "valid") return 17;
+    return 0;
+  });
+  CHECK(rc == 0);
+  CHECK_FALSE(exists(entry_path(tmp.path(), big)));
+  CHECK_FALSE(exists(entry_path(tmp.path(), made_key)));
+  CHECK(count_files(tmp.path(), ".tmp.") == 0);
+  DiskCache cache(options_for(tmp.path()));
+  CHECK(cache.get(before)->payload == "valid");
+  CHECK(cache.get(small)->payload == "small");
+  for (const auto& info : cache.list(true)) CHECK(info.valid);
+}

@@ -1,0 +1,126 @@
+// A folder the process cannot write, and explicit read-only mode: hits served, misses compiled
+// in memory, nothing written, one warning.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/test_util.hpp"
+
+using namespace kjit::cache;
+using namespace kjit_test;
+
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+// What every read-only scenario must do. Returns 0 or the number of the failed step.
+int exercise_read_only(const Options& o, const Key& present, const Key& absent) {
+  DiskCache cache(o);
+  if (cache.mode() != Mode::ReadOnly) return 1;
+  auto hit = cache.get(present);
+  if (!hit || hit->payload != "present") return 2;
+  bool made = false;
+  Entry e = cache.get_or_make(
+      absent, [] { return entry_of("compiled in memory"); }, &made);
+  if (!made || e.payload != "compiled in memory") return 3;
+  if (cache.put(absent, e)) return 4;
+  if (cache.get(absent)) return 5;
+  if (cache.prune(0, std::nullopt) != 0 || cache.clear() != 0) return 6;
+  Stats s = cache.stats();
+  if (s.hits != 1 || s.compiles != 1 || s.write_errors != 0 || s.corrupt != 0) return 7;
+  return 0;
+}
+
+// A populated cache whose entry is old enough that a writable cache would touch it on a hit.
+void populate(const std::string& dir, const Key& present) {
+  DiskCache cache(options_for(dir));
+  REQUIRE(cache.put(present, entry_of("present")));
+  age_file(entry_path(dir, present), 3600);
+}
+
+void chmod_tree(const std::string& root, mode_t dirs, mode_t files) {
+  for (const auto& kv : snapshot(root))
+    ::chmod(kv.first.c_str(), S_ISDIR(std::get<2>(kv.second)) ? dirs : files);
+}
+
+}  // namespace
+
+TEST_CASE("a folder that is not writable falls back to read-only with one warning") {
+  TempDir tmp, side;
+  const Key present = key_of("present"), absent = key_of("absent");
+  const std::string dir = tmp / "cache";
+  populate(dir, present);
+  // Root ignores permission bits, so as root the check runs as nobody; 0555/0444 then stop
+  // writes for everyone, and the folders stay traversable and readable for the child.
+  ::chmod(tmp.path().c_str(), 0755);
+  chmod_tree(dir, 0555, 0444);
+  const Tree before = snapshot(tmp.path());
+  const std::string log = side / "stderr";
+  int rc = in_child([&] {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) return 20;
+    if (::geteuid() == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0)
+        return 21;
+    }
+    if (::access(dir.c_str(), W_OK) == 0) return 22;  // the scenario would be meaningless
+    int r = exercise_read_only(options_for(dir), present, absent);
+    if (r) return r;
+    // A second cache on the same folder in the same process does not warn again.
+    return exercise_read_only(options_for(dir), present, absent) ? 30 : 0;
+  });
+  CHECK(rc == 0);
+  CHECK(snapshot(tmp.path()) == before);
+  const std::string warning = read_file(log);
+  CHECK(warning.find("kjit: cache dir " + dir + " is not writable (") == 0);
+  CHECK(warning.find("); using it read-only\n") != std::string::npos);
+  CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
+}
+
+TEST_CASE("a folder that cannot exist: under /proc, or below a regular file") {
+  TempDir tmp;
+  write_file(tmp / "file", "not a folder");
+  for (const std::string& dir : {std::string("/proc/kjit-cache-test/cache"), tmp / "file/cache"}) {
+    CAPTURE(dir);
+    DiskCache cache(options_for(dir));
+    CHECK(cache.mode() == Mode::ReadOnly);
+    CHECK_FALSE(cache.get(key_of("k")));
+    bool made = false;
+    CHECK(cache
+              .get_or_make(
+                  key_of("k"), [] { return entry_of("m"); }, &made)
+              .payload == "m");
+    CHECK(made);
+    CHECK_FALSE(cache.put(key_of("k"), entry_of("m")));
+    CHECK(cache.stats().write_errors == 0);
+    CHECK(cache.stats().read_errors == 0);
+    CHECK_FALSE(exists(dir));
+  }
+  CHECK(read_file(tmp / "file") == "not a folder");
+}
+
+TEST_CASE("KJIT_CACHE=ro serves hits, compiles misses in memory, writes nothing") {
+  TempDir tmp;
+  const Key present = key_of("present"), absent = key_of("absent");
+  populate(tmp.path(), present);
+  const Tree before = snapshot(tmp.path());
+  ScopedEnv dir("KJIT_CACHE_DIR", tmp.path().c_str());
+  ScopedEnv mode("KJIT_CACHE", "ro");
+  Options o = Options::from_env();
+  CHECK(o.dir == tmp.path());
+  CHECK(o.mode == Mode::ReadOnly);
+  CHECK(exercise_read_only(o, present, absent) == 0);
+  CHECK(snapshot(tmp.path()) == before);  // not even the hit's mtime changed
+}
+
+TEST_CASE("Mode::ReadOnly on a writable folder writes nothing") {
+  TempDir tmp;
+  const Key present = key_of("present"), absent = key_of("absent");
+  populate(tmp.path(), present);
+  const Tree before = snapshot(tmp.path());
+  CHECK(exercise_read_only(options_for(tmp.path(), Mode::ReadOnly), present, absent) == 0);
+  CHECK(snapshot(tmp.path()) == before);
+}
