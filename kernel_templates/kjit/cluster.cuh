@@ -1,0 +1,50 @@
+// Thread-block cluster primitives (sm_90) in inline PTX: rank, barrier, and reads of another
+// CTA's shared memory (distributed shared memory). No cooperative_groups header needed.
+#pragma once
+
+namespace kjit {
+
+__forceinline__ unsigned cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+
+__forceinline__ void cluster_arrive() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+
+__forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+__forceinline__ void cluster_sync() {
+  cluster_arrive();
+  cluster_wait();
+}
+
+// Reads the float at `local` (a shared-memory address of this CTA) in CTA `rank` of the cluster.
+__forceinline__ float cluster_load(const float* local, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  unsigned addr, remote;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+               : "=r"(addr)
+               : "l"(local));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+#else
+  return *local;
+#endif
+}
+
+}  // namespace kjit

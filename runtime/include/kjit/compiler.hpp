@@ -1,0 +1,68 @@
+// NVRTC specialization compiler with the disk cache in front. Needs no GPU and no driver:
+// kjit-precompile and CPU-only CI use it directly; Runtime uses it for the device's arch.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kjit/cache/disk_cache.hpp"
+#include "kjit/spec.hpp"
+#include "kjit/templates.hpp"
+
+namespace kjit {
+
+struct CompiledKernel {
+  std::string instantiation;  // the name expression
+  std::string lowered_name;   // the mangled symbol to look up in the module
+  std::string arch;           // "sm_90", "sm_90a", or "compute_XX" for PTX
+  bool is_ptx = false;        // true only when the device is newer than NVRTC knows
+  std::string binary;         // cubin (or PTX text)
+  std::string log;            // NVRTC's log (warnings)
+  double compile_ms = 0;      // NVRTC time when it was compiled (as stored in the cache)
+  bool from_disk = false;     // served by the disk cache in this call
+};
+
+struct CompilerStats {
+  uint64_t nvrtc_compiles = 0;  // NVRTC runs in this process through this compiler
+  double nvrtc_ms = 0;          // their total time
+  cache::Stats disk;
+};
+
+class Compiler {
+ public:
+  explicit Compiler(cache::Options cache_options = cache::Options::from_env());
+  ~Compiler();
+
+  TemplateSet& templates() { return templates_; }
+
+  // Disk cache -> NVRTC. `arch`: "sm_80", "sm_90", "sm_90a", ... (throws Unsupported when NVRTC
+  // does not know it), or "compute_XX" for PTX. Compile errors throw Errc::Compile with the log.
+  CompiledKernel get(const Spec& spec, const std::string& arch);
+  // NVRTC only, no cache (tests, benchmarks of compile time).
+  CompiledKernel compile(const Spec& spec, const std::string& arch);
+
+  CompilerStats stats() const;
+  cache::DiskCache& disk_cache() { return *disk_; }
+
+  // The cache key of a specialization (exposed for tools and tests).
+  cache::Key key(const Spec& spec, const std::string& arch);
+
+  // The fixed NVRTC option set (arch option excluded), part of every key.
+  static const std::vector<std::string>& options();
+  static std::string nvrtc_version();      // "13.0"
+  static std::vector<int> supported_sm();  // e.g. {75, 80, 86, 89, 90, 100, 103, 120, ...}
+  // The target for a device of compute capability cc (e.g. 90): "sm_90" if NVRTC knows it, else
+  // "compute_<newest>" (PTX, JIT-compiled by the driver).
+  static std::string arch_for_cc(int cc);
+
+ private:
+  TemplateSet templates_;
+  std::unique_ptr<cache::DiskCache> disk_;
+  std::atomic<uint64_t> compiles_{0};
+  std::atomic<uint64_t> compile_us_{0};
+};
+
+}  // namespace kjit

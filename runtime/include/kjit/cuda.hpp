@@ -1,0 +1,89 @@
+// RAII for the driver objects tests, tools and host apps need next to kjit: streams, events,
+// device buffers, and captured graphs. All work in the runtime's context.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "kjit/runtime.hpp"
+
+namespace kjit {
+
+class Stream {
+ public:
+  explicit Stream(Runtime& rt);  // a non-blocking stream
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const { return s_; }
+  operator CUstream() const { return s_; }
+  void synchronize() const;
+
+ private:
+  Runtime& rt_;
+  CUstream s_ = nullptr;
+};
+
+class Event {
+ public:
+  explicit Event(Runtime& rt);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CUstream s);
+  void synchronize() const;
+  float ms_since(const Event& start) const;  // elapsed ms from start to this event
+
+ private:
+  Runtime& rt_;
+  CUevent e_ = nullptr;
+};
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Runtime& rt, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr ptr() const { return p_; }
+  template <class T>
+  T* as() const {
+    return reinterpret_cast<T*>(p_);
+  }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+  void fill_bytes(unsigned char value);  // e.g. 0xFF: NaN in every float format
+
+ private:
+  void reset();
+  Runtime* rt_ = nullptr;
+  CUdeviceptr p_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Captures what `body` enqueues on `stream` into a graph, instantiated for replay.
+class Graph {
+ public:
+  Graph(Runtime& rt, CUstream stream, const std::function<void()>& body);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void launch(CUstream stream) const;
+
+ private:
+  Runtime& rt_;
+  CUgraph g_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+void synchronize(Runtime& rt);
+
+}  // namespace kjit

@@ -1,0 +1,51 @@
+// A loaded, specialized kernel and how to launch it (cuLaunchKernelEx on the caller's stream).
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <string>
+
+namespace kjit {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchConfig {
+  Dim3 grid, block;
+  unsigned shared_bytes = 0;  // dynamic shared memory; above 48 KB the attribute is raised for you
+  Dim3 cluster;               // thread-block cluster (sm_90+); {1,1,1} = none
+};
+
+namespace detail {
+struct LoadedKernel;
+}
+
+class Kernel {
+ public:
+  Kernel() = default;
+  explicit Kernel(const detail::LoadedKernel* k) : k_(k) {}
+
+  // params: one pointer per kernel parameter, as for cuLaunchKernel. Throws Error(Cuda) naming
+  // the kernel and the configuration when the driver refuses the launch. Capturable in graphs.
+  void launch(CUstream stream, const LaunchConfig& cfg, void** params) const;
+
+  template <class... Args>
+  void operator()(CUstream stream, const LaunchConfig& cfg, const Args&... args) const {
+    std::array<void*, sizeof...(Args)> p{{const_cast<void*>(static_cast<const void*>(&args))...}};
+    launch(stream, cfg, p.data());
+  }
+
+  bool valid() const { return k_ != nullptr; }
+  CUfunction function() const;
+  const std::string& instantiation() const;
+  const std::string& lowered_name() const;
+  int num_registers() const;
+  int max_threads_per_block() const;
+
+ private:
+  const detail::LoadedKernel* k_ = nullptr;
+};
+
+}  // namespace kjit

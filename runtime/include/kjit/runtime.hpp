@@ -1,0 +1,74 @@
+// kjit::Runtime: one device, its primary context, the compiler with its disk cache, and the
+// in-memory table of loaded kernels. Share one Runtime between threads freely.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kjit/compiler.hpp"
+#include "kjit/kernel.hpp"
+#include "kjit/spec.hpp"
+
+namespace kjit {
+
+struct DeviceProps {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int max_threads_per_block = 0;
+  int max_smem_per_block_optin = 0;  // bytes a block may use after opting in
+  int max_smem_per_sm = 0;
+  int l2_bytes = 0;
+  bool cluster_launch = false;
+  int driver_version = 0;  // e.g. 13000
+  int cc() const { return cc_major * 10 + cc_minor; }
+};
+
+struct RuntimeOptions {
+  int device = -1;  // -1: KJIT_DEVICE if set, else 0
+  cache::Options cache = cache::Options::from_env();
+};
+
+struct RuntimeStats {
+  uint64_t kernels_loaded = 0;  // modules loaded into this runtime's context
+  CompilerStats compiler;       // NVRTC compiles and disk cache counters
+};
+
+class Runtime {
+ public:
+  // Throws Error(NoDriver / NoDevice) when there is no usable GPU.
+  explicit Runtime(RuntimeOptions opts = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const DeviceProps& props() const;
+  const std::string& arch() const;  // the NVRTC target for this device, e.g. "sm_90"
+  CUcontext context() const;
+  Compiler& compiler();
+  TemplateSet& templates() { return compiler().templates(); }
+
+  // Memory table -> disk cache -> NVRTC; then the module is loaded once per runtime.
+  // When `capture_stream` is being captured into a graph and the kernel is not loaded yet,
+  // throws Errc::CaptureCompile: prepare the kernel before capturing.
+  Kernel kernel(const Spec& spec, CUstream capture_stream = nullptr);
+
+  RuntimeStats stats() const;
+
+  // Internal: per-runtime state of the ops (plans, cuBLASLt handles); created on first use.
+  struct OpState;
+  OpState& op_state();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when a driver and at least one device are usable; otherwise false and *why says why.
+bool gpu_available(std::string* why = nullptr);
+
+}  // namespace kjit

@@ -1,0 +1,41 @@
+// The set of template headers NVRTC sees: kjit's built-ins (embedded at build time) plus any the
+// host application registers. Headers reach NVRTC as in-memory files, never from disk.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kjit {
+
+class TemplateSet {
+ public:
+  TemplateSet();  // starts with the built-in templates
+
+  // Register (or replace) a header under `name`, e.g. "myapp/saxpy.cuh". Kernels loaded from the
+  // old text stay loaded; the disk cache key covers the text, so a changed header never hits a
+  // stale binary. Throws InvalidArgument for an empty or unsafe name.
+  void add(const std::string& name, std::string source);
+  // Same, reading the file now. Throws Io when it cannot be read.
+  void add_file(const std::string& name, const std::string& path);
+
+  bool has(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  // `name` and every header it reaches through #include "..." among the registered ones, sorted by
+  // name. Throws NotFound for an unknown name.
+  std::vector<std::pair<std::string, std::string>> closure(const std::string& name) const;
+
+  // Built-ins as embedded at build time (name, text).
+  static const std::vector<std::pair<std::string, std::string>>& builtins();
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> sources_;
+};
+
+}  // namespace kjit

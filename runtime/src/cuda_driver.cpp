@@ -1,0 +1,123 @@
+#include "cuda_driver.hpp"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "kjit/error.hpp"
+
+namespace kjit::detail {
+namespace {
+
+struct LoadResult {
+  Driver drv;
+  bool ok = false;
+  Errc code = Errc::NoDriver;
+  std::string why;
+};
+
+using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult*);
+
+bool resolve_all(GetProcAddressFn gpa, Driver* d, std::string* why) {
+#define KJIT_DRIVER_RESOLVE(name)                                                         \
+  {                                                                                       \
+    void* p = nullptr;                                                                    \
+    CUdriverProcAddressQueryResult st{};                                                  \
+    if (gpa(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || \
+        p == nullptr) {                                                                   \
+      *why = std::string("the CUDA driver has no entry point ") + #name +                 \
+             " (driver too old for kjit, which needs CUDA 12.0 or newer)";                \
+      return false;                                                                       \
+    }                                                                                     \
+    d->name##_fn = reinterpret_cast<decltype(d->name##_fn)>(p);                           \
+  }
+  KJIT_DRIVER_FUNCTIONS(KJIT_DRIVER_RESOLVE)
+#undef KJIT_DRIVER_RESOLVE
+  return true;
+}
+
+LoadResult load() {
+  LoadResult r;
+  // Never closed: the driver stays for the life of the process, as libcudart does.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    r.why = std::string("no CUDA driver found (dlopen libcuda.so.1 failed: ") + (e ? e : "?") + ")";
+    return r;
+  }
+  auto gpa = reinterpret_cast<GetProcAddressFn>(dlsym(lib, "cuGetProcAddress_v2"));
+  if (!gpa) {
+    r.why = "the CUDA driver is too old: no cuGetProcAddress_v2 (kjit needs a CUDA 12.0+ driver)";
+    return r;
+  }
+  if (!resolve_all(gpa, &r.drv, &r.why)) return r;
+  CUresult st = r.drv.cuInit_fn(0);
+  if (st != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    r.drv.cuGetErrorName_fn(st, &name);
+    r.why = std::string("CUDA driver found but cuInit failed: ") + (name ? name : "?") +
+            (st == CUDA_ERROR_NO_DEVICE ? " (no CUDA device)" : "");
+    if (st == CUDA_ERROR_NO_DEVICE) r.code = Errc::NoDevice;
+    return r;
+  }
+  r.drv.cuDriverGetVersion_fn(&r.drv.version);
+  if (r.drv.version < 12000) {
+    r.why = "CUDA driver version " + std::to_string(r.drv.version) + " is older than 12.0";
+    return r;
+  }
+  r.ok = true;
+  return r;
+}
+
+const LoadResult& loaded() {
+  static const LoadResult r = load();
+  return r;
+}
+
+}  // namespace
+
+const Driver& driver() {
+  const LoadResult& r = loaded();
+  if (!r.ok) throw Error(r.code, r.why);
+  return r.drv;
+}
+
+bool driver_available(std::string* why) {
+  const LoadResult& r = loaded();
+  if (!r.ok && why) *why = r.why;
+  return r.ok;
+}
+
+std::string cu_error_text(CUresult r) {
+  const Driver& d = driver();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  d.cuGetErrorName_fn(r, &name);
+  d.cuGetErrorString_fn(r, &text);
+  return std::string(name ? name : "CUDA_ERROR_?") + " (" + (text ? text : "unknown") + ")";
+}
+
+void check_cu(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  throw Error(Errc::Cuda, std::string(what) + " failed: " + cu_error_text(r));
+}
+
+ContextGuard::ContextGuard(CUcontext ctx) {
+  const Driver& d = driver();
+  CUcontext cur = nullptr;
+  d.cuCtxGetCurrent_fn(&cur);
+  if (cur != ctx) {
+    check_cu(d.cuCtxPushCurrent_fn(ctx), "cuCtxPushCurrent");
+    pushed_ = true;
+  }
+}
+
+ContextGuard::~ContextGuard() {
+  if (pushed_) {
+    CUcontext dummy = nullptr;
+    driver().cuCtxPopCurrent_fn(&dummy);
+  }
+}
+
+}  // namespace kjit::detail

@@ -1,0 +1,65 @@
+// The CUDA driver API, loaded at run time from libcuda.so.1 (dlopen + cuGetProcAddress).
+// kjit never links libcuda, so a machine without a driver still runs every CPU-side feature.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace kjit::detail {
+
+// Each entry: the driver function's name. Types come from cuda.h (decltype), and the entry points
+// are asked for at the header's CUDA_VERSION, so type and ABI version always agree.
+#define KJIT_DRIVER_FUNCTIONS(X)                                                                   \
+  X(cuInit)                                                                                        \
+  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)   \
+      X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)                       \
+          X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent)   \
+              X(cuCtxPopCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)         \
+                  X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)               \
+                      X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuOccupancyMaxActiveClusters) X(     \
+                          cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuMemAlloc) X(cuMemFree)  \
+                          X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)            \
+                              X(cuMemsetD32Async) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)        \
+                                  X(cuMemcpyDtoDAsync) X(cuStreamCreate) X(cuStreamDestroy)        \
+                                      X(cuStreamSynchronize) X(cuStreamIsCapturing)                \
+                                          X(cuStreamGetCtx) X(cuStreamBeginCapture)                \
+                                              X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
+                                                  X(cuGraphLaunch) X(cuGraphDestroy)               \
+                                                      X(cuGraphExecDestroy) X(cuEventCreate)       \
+                                                          X(cuEventRecord) X(cuEventSynchronize)   \
+                                                              X(cuEventElapsedTime)                \
+                                                                  X(cuEventDestroy)
+
+struct Driver {
+#define KJIT_DRIVER_MEMBER(name) decltype(&::name) name##_fn = nullptr;
+  KJIT_DRIVER_FUNCTIONS(KJIT_DRIVER_MEMBER)
+#undef KJIT_DRIVER_MEMBER
+  int version = 0;  // cuDriverGetVersion, e.g. 13000
+};
+
+// The loaded driver; throws Error(NoDriver) with the reason when it is not usable.
+const Driver& driver();
+// Non-throwing probe: true when a driver is loaded and initialized; else false and *why.
+bool driver_available(std::string* why = nullptr);
+
+// Throws Error(Cuda) naming the call and the driver's error name/string.
+void check_cu(CUresult r, const char* what);
+std::string cu_error_text(CUresult r);
+
+// Makes `ctx` current for the scope when it is not already (one TLS read when it is).
+class ContextGuard {
+ public:
+  explicit ContextGuard(CUcontext ctx);
+  ~ContextGuard();
+  ContextGuard(const ContextGuard&) = delete;
+  ContextGuard& operator=(const ContextGuard&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+}  // namespace kjit::detail
+
+#define KJIT_CU(call_fn, ...) \
+  ::kjit::detail::check_cu(::kjit::detail::driver().call_fn##_fn(__VA_ARGS__), #call_fn)

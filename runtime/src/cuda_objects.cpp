@@ -1,0 +1,141 @@
+#include <utility>
+
+#include "cuda_driver.hpp"
+#include "kjit/cuda.hpp"
+#include "kjit/error.hpp"
+
+namespace kjit {
+
+using detail::ContextGuard;
+using detail::driver;
+
+Stream::Stream(Runtime& rt) : rt_(rt) {
+  ContextGuard g(rt_.context());
+  KJIT_CU(cuStreamCreate, &s_, CU_STREAM_NON_BLOCKING);
+}
+
+Stream::~Stream() {
+  ContextGuard g(rt_.context());
+  driver().cuStreamDestroy_fn(s_);
+}
+
+void Stream::synchronize() const {
+  KJIT_CU(cuStreamSynchronize, s_);
+}
+
+Event::Event(Runtime& rt) : rt_(rt) {
+  ContextGuard g(rt_.context());
+  KJIT_CU(cuEventCreate, &e_, CU_EVENT_DEFAULT);
+}
+
+Event::~Event() {
+  ContextGuard g(rt_.context());
+  driver().cuEventDestroy_fn(e_);
+}
+
+void Event::record(CUstream s) {
+  KJIT_CU(cuEventRecord, e_, s);
+}
+void Event::synchronize() const {
+  KJIT_CU(cuEventSynchronize, e_);
+}
+
+float Event::ms_since(const Event& start) const {
+  float ms = 0;
+  KJIT_CU(cuEventElapsedTime, &ms, start.e_, e_);
+  return ms;
+}
+
+DeviceBuffer::DeviceBuffer(Runtime& rt, size_t bytes) : rt_(&rt), bytes_(bytes) {
+  if (bytes == 0) return;
+  ContextGuard g(rt.context());
+  KJIT_CU(cuMemAlloc, &p_, bytes);
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  reset();
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : rt_(o.rt_), p_(std::exchange(o.p_, 0)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    rt_ = o.rt_;
+    p_ = std::exchange(o.p_, 0);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  if (p_) {
+    ContextGuard g(rt_->context());
+    driver().cuMemFree_fn(p_);
+    p_ = 0;
+  }
+}
+
+static void check_range(size_t off, size_t n, size_t size, const char* what) {
+  if (off > size || n > size - off)
+    throw Error(Errc::InvalidArgument, std::string(what) + ": range [" + std::to_string(off) +
+                                           ", +" + std::to_string(n) + ") outside a buffer of " +
+                                           std::to_string(size) + " bytes");
+}
+
+void DeviceBuffer::upload(const void* host, size_t n, size_t off) {
+  check_range(off, n, bytes_, "DeviceBuffer::upload");
+  if (!n) return;
+  ContextGuard g(rt_->context());
+  KJIT_CU(cuMemcpyHtoD, p_ + off, host, n);
+}
+
+void DeviceBuffer::download(void* host, size_t n, size_t off) const {
+  check_range(off, n, bytes_, "DeviceBuffer::download");
+  if (!n) return;
+  ContextGuard g(rt_->context());
+  KJIT_CU(cuMemcpyDtoH, host, p_ + off, n);
+}
+
+void DeviceBuffer::fill_bytes(unsigned char v) {
+  if (!bytes_) return;
+  ContextGuard g(rt_->context());
+  KJIT_CU(cuMemsetD8, p_, v, bytes_);
+}
+
+Graph::Graph(Runtime& rt, CUstream stream, const std::function<void()>& body) : rt_(rt) {
+  ContextGuard g(rt_.context());
+  KJIT_CU(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  try {
+    body();
+  } catch (...) {
+    CUgraph partial = nullptr;
+    driver().cuStreamEndCapture_fn(stream, &partial);
+    if (partial) driver().cuGraphDestroy_fn(partial);
+    throw;
+  }
+  KJIT_CU(cuStreamEndCapture, stream, &g_);
+  CUresult r = driver().cuGraphInstantiateWithFlags_fn(&exec_, g_, 0);
+  if (r != CUDA_SUCCESS) {
+    driver().cuGraphDestroy_fn(g_);
+    detail::check_cu(r, "cuGraphInstantiateWithFlags");
+  }
+}
+
+Graph::~Graph() {
+  ContextGuard g(rt_.context());
+  if (exec_) driver().cuGraphExecDestroy_fn(exec_);
+  if (g_) driver().cuGraphDestroy_fn(g_);
+}
+
+void Graph::launch(CUstream stream) const {
+  KJIT_CU(cuGraphLaunch, exec_, stream);
+}
+
+void synchronize(Runtime& rt) {
+  ContextGuard g(rt.context());
+  KJIT_CU(cuCtxSynchronize);
+}
+
+}  // namespace kjit

@@ -1,0 +1,90 @@
+#include "kjit/kernel.hpp"
+
+#include "cuda_driver.hpp"
+#include "kjit/error.hpp"
+#include "loaded_kernel.hpp"
+
+namespace kjit {
+namespace {
+
+std::string describe(const detail::LoadedKernel& k, const LaunchConfig& c) {
+  auto d3 = [](const Dim3& d) {
+    return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+  };
+  return k.instantiation + " grid " + d3(c.grid) + " block " + d3(c.block) + " cluster " +
+         d3(c.cluster) + " shared " + std::to_string(c.shared_bytes) + " B";
+}
+
+[[noreturn]] void launch_failed(const detail::LoadedKernel& k, const LaunchConfig& c,
+                                const char* what, CUresult r) {
+  throw Error(Errc::Cuda, std::string(what) + " failed for " + describe(k, c) + ": " +
+                              detail::cu_error_text(r));
+}
+
+void raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c, const detail::Driver& d) {
+  if (c.shared_bytes > k.smem_limit.load(std::memory_order_relaxed)) {
+    CUresult r = d.cuFuncSetAttribute_fn(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(c.shared_bytes));
+    if (r != CUDA_SUCCESS) launch_failed(k, c, "raising the dynamic shared memory limit", r);
+    k.smem_limit.store(c.shared_bytes, std::memory_order_relaxed);
+  }
+  unsigned cluster = c.cluster.x * c.cluster.y * c.cluster.z;
+  if (cluster > 8 && !k.nonportable_cluster.load(std::memory_order_relaxed)) {
+    CUresult r =
+        d.cuFuncSetAttribute_fn(k.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+    if (r != CUDA_SUCCESS) launch_failed(k, c, "allowing a non-portable cluster size", r);
+    k.nonportable_cluster.store(true, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
+
+void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const {
+  if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
+  const detail::Driver& d = detail::driver();
+  raise_limits(*k_, c, d);
+  CUlaunchAttribute attr[1];
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = c.grid.x;
+  cfg.gridDimY = c.grid.y;
+  cfg.gridDimZ = c.grid.z;
+  cfg.blockDimX = c.block.x;
+  cfg.blockDimY = c.block.y;
+  cfg.blockDimZ = c.block.z;
+  cfg.sharedMemBytes = c.shared_bytes;
+  cfg.hStream = stream;
+  if (c.cluster.x * c.cluster.y * c.cluster.z > 1) {
+    attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr[0].value.clusterDim.x = c.cluster.x;
+    attr[0].value.clusterDim.y = c.cluster.y;
+    attr[0].value.clusterDim.z = c.cluster.z;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  detail::ContextGuard guard(k_->ctx);
+  CUresult r = d.cuLaunchKernelEx_fn(&cfg, k_->fn, params, nullptr);
+  if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
+}
+
+CUfunction Kernel::function() const {
+  return k_ ? k_->fn : nullptr;
+}
+
+const std::string& Kernel::instantiation() const {
+  static const std::string empty;
+  return k_ ? k_->instantiation : empty;
+}
+
+const std::string& Kernel::lowered_name() const {
+  static const std::string empty;
+  return k_ ? k_->lowered_name : empty;
+}
+
+int Kernel::num_registers() const {
+  return k_ ? k_->num_regs : 0;
+}
+int Kernel::max_threads_per_block() const {
+  return k_ ? k_->max_threads : 0;
+}
+
+}  // namespace kjit

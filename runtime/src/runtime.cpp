@@ -1,0 +1,204 @@
+#include "kjit/runtime.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "cuda_driver.hpp"
+#include "kjit/error.hpp"
+#include "loaded_kernel.hpp"
+#include "op_state.hpp"
+
+namespace kjit {
+namespace {
+
+int device_from_env() {
+  const char* s = std::getenv("KJIT_DEVICE");
+  if (!s || !*s) return 0;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (*end != '\0' || v < 0 || v > 1024)
+    throw Error(Errc::InvalidArgument,
+                std::string("KJIT_DEVICE='") + s + "' is not a device ordinal (a number >= 0)");
+  return static_cast<int>(v);
+}
+
+int attr(CUdevice dev, CUdevice_attribute a) {
+  int v = 0;
+  KJIT_CU(cuDeviceGetAttribute, &v, a, dev);
+  return v;
+}
+
+DeviceProps query_props(int ordinal, CUdevice dev) {
+  DeviceProps p;
+  p.ordinal = ordinal;
+  char name[256] = {};
+  KJIT_CU(cuDeviceGetName, name, static_cast<int>(sizeof(name) - 1), dev);
+  p.name = name;
+  p.cc_major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  p.cc_minor = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  p.sm_count = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  p.max_threads_per_block = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  p.max_smem_per_block_optin = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  p.max_smem_per_sm = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  p.l2_bytes = attr(dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  p.cluster_launch = attr(dev, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0;
+  p.driver_version = detail::driver().version;
+  return p;
+}
+
+// One slot per specialization: the first caller compiles and loads under the slot's mutex while
+// others asking for the same one wait; different specializations proceed in parallel.
+struct Slot {
+  std::mutex mu;
+  std::atomic<bool> ready{false};
+  detail::LoadedKernel kernel;
+};
+
+}  // namespace
+
+struct Runtime::Impl {
+  int ordinal = 0;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  DeviceProps props;
+  std::string arch;
+  std::unique_ptr<Compiler> compiler;
+  mutable std::shared_mutex table_mu;
+  std::unordered_map<std::string, std::unique_ptr<Slot>> table;
+  std::atomic<uint64_t> loaded{0};
+  std::once_flag ops_once;
+  std::unique_ptr<OpState> ops;
+
+  Slot& slot(const std::string& key);
+  void load(Slot& s, const Spec& spec);
+};
+
+Slot& Runtime::Impl::slot(const std::string& key) {
+  {
+    std::shared_lock lock(table_mu);
+    auto it = table.find(key);
+    if (it != table.end()) return *it->second;
+  }
+  std::unique_lock lock(table_mu);
+  auto& p = table[key];
+  if (!p) p = std::make_unique<Slot>();
+  return *p;
+}
+
+void Runtime::Impl::load(Slot& s, const Spec& spec) {
+  CompiledKernel ck = compiler->get(spec, arch);
+  detail::ContextGuard guard(ctx);
+  const detail::Driver& d = detail::driver();
+  detail::LoadedKernel& k = s.kernel;
+  k.ctx = ctx;
+  k.instantiation = ck.instantiation;
+  k.lowered_name = ck.lowered_name;
+  CUresult r = d.cuModuleLoadData_fn(&k.module, ck.binary.data());
+  if (r != CUDA_SUCCESS)
+    throw Error(Errc::Cuda, "cuModuleLoadData failed for " + ck.instantiation + " (" + ck.arch +
+                                "): " + detail::cu_error_text(r));
+  r = d.cuModuleGetFunction_fn(&k.fn, k.module, ck.lowered_name.c_str());
+  if (r != CUDA_SUCCESS) {
+    d.cuModuleUnload_fn(k.module);
+    k.module = nullptr;
+    throw Error(Errc::Cuda, "cuModuleGetFunction(" + ck.lowered_name + ") failed for " +
+                                ck.instantiation + ": " + detail::cu_error_text(r));
+  }
+  d.cuFuncGetAttribute_fn(&k.num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k.fn);
+  d.cuFuncGetAttribute_fn(&k.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.fn);
+  d.cuFuncGetAttribute_fn(&k.static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k.fn);
+  loaded.fetch_add(1, std::memory_order_relaxed);
+}
+
+Runtime::Runtime(RuntimeOptions opts) : impl_(std::make_unique<Impl>()) {
+  detail::driver();  // throws NoDriver/NoDevice with the reason
+  int ordinal = opts.device >= 0 ? opts.device : device_from_env();
+  int count = 0;
+  KJIT_CU(cuDeviceGetCount, &count);
+  if (count == 0) throw Error(Errc::NoDevice, "the CUDA driver reports no device");
+  if (ordinal >= count)
+    throw Error(Errc::NoDevice, "device " + std::to_string(ordinal) + " requested but only " +
+                                    std::to_string(count) + " device(s) present (KJIT_DEVICE)");
+  impl_->ordinal = ordinal;
+  KJIT_CU(cuDeviceGet, &impl_->dev, ordinal);
+  impl_->props = query_props(ordinal, impl_->dev);
+  impl_->arch = Compiler::arch_for_cc(impl_->props.cc());
+  // The primary context is the one the CUDA runtime (and so PyTorch) uses: sharing it means
+  // kjit's modules and the app's streams and buffers live in one context.
+  KJIT_CU(cuDevicePrimaryCtxRetain, &impl_->ctx, impl_->dev);
+  impl_->compiler = std::make_unique<Compiler>(std::move(opts.cache));
+}
+
+Runtime::~Runtime() {
+  if (!impl_ || !impl_->ctx) return;
+  const detail::Driver& d = detail::driver();
+  {
+    detail::ContextGuard guard(impl_->ctx);
+    impl_->ops.reset();
+    for (auto& kv : impl_->table)
+      if (kv.second->kernel.module) d.cuModuleUnload_fn(kv.second->kernel.module);
+  }
+  d.cuDevicePrimaryCtxRelease_fn(impl_->dev);
+}
+
+const DeviceProps& Runtime::props() const {
+  return impl_->props;
+}
+const std::string& Runtime::arch() const {
+  return impl_->arch;
+}
+CUcontext Runtime::context() const {
+  return impl_->ctx;
+}
+Compiler& Runtime::compiler() {
+  return *impl_->compiler;
+}
+
+Kernel Runtime::kernel(const Spec& spec, CUstream capture_stream) {
+  std::string key = spec.header();
+  key += '\n';
+  key += spec.instantiation();
+  Slot& s = impl_->slot(key);
+  if (s.ready.load(std::memory_order_acquire)) return Kernel(&s.kernel);
+  if (capture_stream) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    KJIT_CU(cuStreamIsCapturing, capture_stream, &st);
+    if (st != CU_STREAM_CAPTURE_STATUS_NONE)
+      throw Error(Errc::CaptureCompile,
+                  spec.instantiation() +
+                      " is not loaded yet and the stream is being captured into a graph: run or "
+                      "prepare the op once before capturing");
+  }
+  std::lock_guard lock(s.mu);
+  if (!s.ready.load(std::memory_order_acquire)) {
+    impl_->load(s, spec);
+    s.ready.store(true, std::memory_order_release);
+  }
+  return Kernel(&s.kernel);
+}
+
+RuntimeStats Runtime::stats() const {
+  RuntimeStats st;
+  st.kernels_loaded = impl_->loaded.load(std::memory_order_relaxed);
+  st.compiler = impl_->compiler->stats();
+  return st;
+}
+
+Runtime::OpState& Runtime::op_state() {
+  std::call_once(impl_->ops_once, [&] { impl_->ops = std::make_unique<OpState>(*this); });
+  return *impl_->ops;
+}
+
+bool gpu_available(std::string* why) {
+  if (!detail::driver_available(why)) return false;
+  int count = 0;
+  if (detail::driver().cuDeviceGetCount_fn(&count) != CUDA_SUCCESS || count == 0) {
+    if (why) *why = "a CUDA driver is present but reports no device";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace kjit

@@ -1,0 +1,114 @@
+#include "kjit/templates.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "embedded_templates.hpp"
+#include "kjit/error.hpp"
+
+namespace kjit {
+namespace {
+
+bool safe_header_name(const std::string& n) {
+  if (n.empty() || n.size() > 200 || n.front() == '/') return false;
+  if (n.find("..") != std::string::npos) return false;
+  for (char c : n) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.' || c == '/';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The quoted includes of a header: `#include "x"` with optional spaces. Angle-bracket includes
+// are left to NVRTC (and fail there, since kjit gives it no toolkit include path).
+std::vector<std::string> quoted_includes(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t p = line.find_first_not_of(" \t");
+    if (p == std::string::npos || line[p] != '#') continue;
+    p = line.find_first_not_of(" \t", p + 1);
+    if (p == std::string::npos || line.compare(p, 7, "include") != 0) continue;
+    size_t q1 = line.find('"', p + 7);
+    if (q1 == std::string::npos) continue;
+    size_t q2 = line.find('"', q1 + 1);
+    if (q2 == std::string::npos) continue;
+    out.push_back(line.substr(q1 + 1, q2 - q1 - 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& TemplateSet::builtins() {
+  static const std::vector<std::pair<std::string, std::string>> b = [] {
+    std::vector<std::pair<std::string, std::string>> v;
+    for (size_t i = 0; i < detail::kEmbeddedTemplateCount; ++i)
+      v.emplace_back(detail::kEmbeddedTemplates[i].name, detail::kEmbeddedTemplates[i].text);
+    return v;
+  }();
+  return b;
+}
+
+TemplateSet::TemplateSet() {
+  for (const auto& [name, text] : builtins())
+    sources_[name] = std::make_shared<const std::string>(text);
+}
+
+void TemplateSet::add(const std::string& name, std::string source) {
+  if (!safe_header_name(name))
+    throw Error(Errc::InvalidArgument,
+                "template name '" + name +
+                    "' is not allowed: use a relative path of letters, digits, '_', '-', '.', '/' "
+                    "(no '..', at most 200 characters)");
+  auto text = std::make_shared<const std::string>(std::move(source));
+  std::unique_lock lock(mu_);
+  sources_[name] = std::move(text);
+}
+
+void TemplateSet::add_file(const std::string& name, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(Errc::Io, "cannot read template file '" + path + "' for '" + name + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error(Errc::Io, "error reading template file '" + path + "'");
+  add(name, ss.str());
+}
+
+bool TemplateSet::has(const std::string& name) const {
+  std::shared_lock lock(mu_);
+  return sources_.count(name) != 0;
+}
+
+std::vector<std::string> TemplateSet::names() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> v;
+  for (const auto& kv : sources_) v.push_back(kv.first);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<std::pair<std::string, std::string>> TemplateSet::closure(
+    const std::string& name) const {
+  std::shared_lock lock(mu_);
+  if (!sources_.count(name))
+    throw Error(Errc::NotFound, "unknown template '" + name + "' (register it with add())");
+  std::set<std::string> seen;
+  std::vector<std::string> todo{name};
+  while (!todo.empty()) {
+    std::string n = todo.back();
+    todo.pop_back();
+    auto it = sources_.find(n);
+    if (it == sources_.end() || !seen.insert(n).second) continue;  // NVRTC reports missing ones
+    for (auto& inc : quoted_includes(*it->second)) todo.push_back(inc);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& n : seen) out.emplace_back(n, *sources_.at(n));
+  return out;
+}
+
+}  // namespace kjit

@@ -1,0 +1,169 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+#include "kjit/kjit.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+kjit::cache::Options cache_in(const std::string& dir) {
+  kjit::cache::Options o;
+  o.dir = dir;
+  return o;
+}
+
+kjit::Spec affine(kjit::DType t, int scale) {
+  kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_affine");
+  s.type(t).value(scale).value(1).value(false);
+  return s;
+}
+
+bool is_elf(const std::string& bin) {
+  return bin.size() > 4 && bin.compare(0, 4,
+                                       "\x7f"
+                                       "ELF") == 0;
+}
+
+}  // namespace
+
+TEST_CASE("built-in templates are embedded and their include closure is found") {
+  kjit::TemplateSet t;
+  CHECK(t.has("kjit/types.cuh"));
+  CHECK(t.has("kjit/test_kernels.cuh"));
+  auto c = t.closure("kjit/test_kernels.cuh");
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].first == "kjit/test_kernels.cuh");
+  CHECK(c[1].first == "kjit/types.cuh");
+  CHECK_KJIT_ERROR(t.closure("nope.cuh"), kjit::Errc::NotFound);
+  CHECK_KJIT_ERROR(t.add("../etc/passwd", "x"), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(t.add_file("a.cuh", "/nonexistent/file.cuh"), kjit::Errc::Io);
+}
+
+TEST_CASE("NVRTC compiles a template to a cubin for sm_80 and sm_90 without a GPU") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (auto t : {kjit::DType::F32, kjit::DType::F16, kjit::DType::BF16}) {
+      kjit::CompiledKernel k = c.compile(affine(t, 3), arch);
+      CHECK(is_elf(k.binary));
+      CHECK_FALSE(k.is_ptx);
+      CHECK(k.arch == arch);
+      CHECK(k.lowered_name.rfind("_Z", 0) == 0);  // a mangled C++ symbol
+      CHECK(k.compile_ms > 0);
+    }
+  }
+  CHECK(c.stats().nvrtc_compiles == 6);
+}
+
+TEST_CASE("compute_XX gives PTX") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  kjit::CompiledKernel k = c.compile(affine(kjit::DType::F32, 2), "compute_90");
+  CHECK(k.is_ptx);
+  CHECK(k.binary.find(".entry") != std::string::npos);
+}
+
+TEST_CASE("a bad arch is rejected with the supported list") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "sm_12"), kjit::Errc::Unsupported);
+  CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "gfx90a"), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "sm_"), kjit::Errc::InvalidArgument);
+  CHECK(kjit::Compiler::arch_for_cc(90) == "sm_90");
+  CHECK(kjit::Compiler::arch_for_cc(990).rfind("compute_", 0) == 0);
+}
+
+TEST_CASE("a compile error carries the NVRTC log, the instantiation and the options") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  c.templates().add("bad/broken.cuh",
+                    "template <int N> __global__ void broken(int* y) { y[0] = N + undeclared; }\n");
+  kjit::Spec s("bad/broken.cuh", "broken");
+  s.value(7);
+  try {
+    c.get(s, "sm_90");
+    FAIL("expected a compile error");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::Compile);
+    CHECK(e.log().find("undeclared") != std::string::npos);
+    std::string msg = e.what();
+    CHECK(msg.find("broken<7>") != std::string::npos);
+    CHECK(msg.find("--std=c++17") != std::string::npos);
+    CHECK(msg.find("-arch=sm_90") != std::string::npos);
+  }
+  CHECK(c.disk_cache().stats().bytes_written == 0);  // nothing cached for a failure
+}
+
+TEST_CASE("the disk cache serves a second compiler; a template change misses") {
+  kjit_test::TempDir dir;
+  kjit::Spec s("app/k.cuh", "k");
+  s.value(5);
+  const std::string v1 = "template <int N> __global__ void k(int* y) { y[0] = N; }\n";
+  const std::string v2 = "template <int N> __global__ void k(int* y) { y[0] = N + 1; }\n";
+  {
+    kjit::Compiler c(cache_in(dir.path));
+    c.templates().add("app/k.cuh", v1);
+    CHECK_FALSE(c.get(s, "sm_90").from_disk);
+    CHECK(c.stats().nvrtc_compiles == 1);
+  }
+  kjit::Compiler c2(cache_in(dir.path));
+  c2.templates().add("app/k.cuh", v1);
+  kjit::CompiledKernel hit = c2.get(s, "sm_90");
+  CHECK(hit.from_disk);
+  CHECK(c2.stats().nvrtc_compiles == 0);
+  CHECK(hit.lowered_name.rfind("_Z", 0) == 0);
+  c2.get(s, "sm_80");  // another arch: another key
+  CHECK(c2.stats().nvrtc_compiles == 1);
+  c2.templates().add("app/k.cuh", v2);
+  CHECK_FALSE(c2.get(s, "sm_90").from_disk);
+  CHECK(c2.stats().nvrtc_compiles == 2);
+}
+
+TEST_CASE("an included header change changes the key") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  c.templates().add("app/inc.cuh", "#define VAL 1\n");
+  c.templates().add("app/main.cuh",
+                    "#include \"app/inc.cuh\"\n__global__ void k2(int* y) { y[0] = VAL; }\n");
+  kjit::Spec s("app/main.cuh", "k2");
+  kjit::cache::Key a = c.key(s, "sm_90");
+  c.templates().add("app/inc.cuh", "#define VAL 2\n");
+  CHECK(c.key(s, "sm_90") != a);
+  c.templates().add("app/unrelated.cuh", "#define OTHER 3\n");
+  kjit::cache::Key b = c.key(s, "sm_90");
+  c.templates().add("app/unrelated.cuh", "#define OTHER 4\n");
+  CHECK(c.key(s, "sm_90") == b);  // not in the closure: same key
+}
+
+TEST_CASE("every built-in compiles warm in well under 100 ms (reported, not asserted)") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  c.compile(affine(kjit::DType::F32, 1), "sm_90");  // first compile in the process
+  auto t0 = std::chrono::steady_clock::now();
+  c.compile(affine(kjit::DType::BF16, 4), "sm_90");
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  MESSAGE("warm compile of test_affine<bf16>: " << ms << " ms");
+}
+
+TEST_CASE("without a GPU, asking for one raises a clear error") {
+  std::string why;
+  if (kjit::gpu_available(&why)) {
+    MESSAGE("a GPU is present; checking KJIT_DEVICE out of range instead");
+    kjit::RuntimeOptions o;
+    o.device = 4096;
+    CHECK_KJIT_ERROR(kjit::Runtime{o}, kjit::Errc::NoDevice);
+    return;
+  }
+  CHECK_FALSE(why.empty());
+  try {
+    kjit::Runtime rt;
+    FAIL("Runtime constructed without a GPU");
+  } catch (const kjit::Error& e) {
+    CHECK((e.code() == kjit::Errc::NoDriver || e.code() == kjit::Errc::NoDevice));
+    std::string msg = e.what();
+    CHECK((msg.find("no CUDA driver") != std::string::npos ||
+           msg.find("no CUDA device") != std::string::npos));
+  }
+}

@@ -1,0 +1,168 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "gpu_env.hpp"
+#include "test_util.hpp"
+
+using kjit_test::runtime;
+
+namespace {
+
+kjit::Spec affine(kjit::DType t, int scale, int offset, bool add_one) {
+  kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_affine");
+  s.type(t).value(scale).value(offset).value(add_one);
+  return s;
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+float from_bf16(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("device properties are read") {
+  const auto& p = runtime().props();
+  MESSAGE(p.name << " cc " << p.cc() << " SMs " << p.sm_count << " arch " << runtime().arch());
+  CHECK(p.sm_count > 0);
+  CHECK(p.cc() >= 50);
+  CHECK(p.max_smem_per_block_optin >= 48 * 1024);
+  CHECK(p.l2_bytes > 0);
+  CHECK(p.driver_version >= 12000);
+}
+
+TEST_CASE("compile, load and launch a template; a repeated call compiles nothing") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const int n = 1000 + static_cast<int>(kjit_test::uniform(0, 5000));
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(kjit_test::uniform(-1000, 1000)) / 8.f;
+  auto dx = kjit_test::to_device(x);
+  kjit::DeviceBuffer dy(rt, n * sizeof(float));
+  dy.fill_bytes(0xFF);
+  kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 3, 2, true));
+  const auto before = rt.stats();
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = (n + 255) / 256;
+  cfg.block.x = 256;
+  k(stream, cfg, dx.ptr(), dy.ptr(), n);
+  stream.synchronize();
+  auto y = kjit_test::to_host<float>(dy, n);
+  for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3 * x[i] + 3);
+
+  for (int rep = 0; rep < 10; ++rep) {
+    kjit::Kernel again = rt.kernel(affine(kjit::DType::F32, 3, 2, true));
+    CHECK(again.function() == k.function());
+  }
+  const auto after = rt.stats();
+  CHECK(after.compiler.nvrtc_compiles == before.compiler.nvrtc_compiles);
+  CHECK(after.kernels_loaded == before.kernels_loaded);
+}
+
+TEST_CASE("bf16 conversions round to nearest even") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const int n = 4096;
+  std::vector<uint16_t> x(n);
+  for (int i = 0; i < n; ++i)
+    x[i] = to_bf16(static_cast<float>(kjit_test::uniform(-9999, 9999)) / 37.f);
+  auto dx = kjit_test::to_device(x);
+  kjit::DeviceBuffer dy(rt, n * 2);
+  kjit::Kernel k = rt.kernel(affine(kjit::DType::BF16, 3, 0, false));
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = n / 128;
+  cfg.block.x = 128;
+  k(stream, cfg, dx.ptr(), dy.ptr(), n);
+  stream.synchronize();
+  auto y = kjit_test::to_host<uint16_t>(dy, n);
+  for (int i = 0; i < n; ++i) REQUIRE(y[i] == to_bf16(3.f * from_bf16(x[i])));
+}
+
+TEST_CASE("dynamic shared memory above 48 KB is enabled for the launch") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const int bytes = 100 * 1024;
+  kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_big_smem");
+  s.value(bytes);
+  kjit::Kernel k = rt.kernel(s);
+  kjit::DeviceBuffer dy(rt, 8 * sizeof(int));
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = 8;
+  cfg.block.x = 256;
+  cfg.shared_bytes = bytes;
+  k(stream, cfg, dy.ptr());
+  stream.synchronize();
+  auto y = kjit_test::to_host<int>(dy, 8);
+  for (int b = 0; b < 8; ++b) CHECK(y[b] == b + bytes);
+}
+
+TEST_CASE("a refused launch names the kernel and the configuration") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 1, 0, false));
+  kjit::LaunchConfig cfg;
+  cfg.block.x = 4096;  // over the 1024-thread limit
+  int n = 0;
+  CUdeviceptr p = 0;
+  try {
+    k(stream, cfg, p, p, n);
+    FAIL("launch with 4096 threads per block succeeded");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::Cuda);
+    CHECK(std::string(e.what()).find("test_affine") != std::string::npos);
+    CHECK(std::string(e.what()).find("block (4096,1,1)") != std::string::npos);
+  }
+}
+
+TEST_CASE("a cluster launch runs (sm_90)") {
+  auto& rt = runtime();
+  if (!rt.props().cluster_launch) return;
+  kjit::Stream stream(rt);
+  const int n = 8 * 128;
+  std::vector<float> x(n, 1.5f);
+  auto dx = kjit_test::to_device(x);
+  kjit::DeviceBuffer dy(rt, n * 4);
+  kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 0, false));
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = 8;
+  cfg.block.x = 128;
+  cfg.cluster.x = 4;
+  k(stream, cfg, dx.ptr(), dy.ptr(), n);
+  stream.synchronize();
+  auto y = kjit_test::to_host<float>(dy, n);
+  for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3.f);
+}
+
+TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompile") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const int n = 512;
+  std::vector<float> x(n, 2.f);
+  auto dx = kjit_test::to_device(x);
+  kjit::DeviceBuffer dy(rt, n * 4);
+  rt.kernel(affine(kjit::DType::F32, 5, 0, false), stream);  // prepare before capture
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = 2;
+  cfg.block.x = 256;
+  kjit::Graph g(rt, stream, [&] {
+    kjit::Kernel again = rt.kernel(affine(kjit::DType::F32, 5, 0, false), stream);
+    again(stream, cfg, dx.ptr(), dy.ptr(), n);
+  });
+  dy.fill_bytes(0xFF);
+  g.launch(stream);
+  stream.synchronize();
+  auto y = kjit_test::to_host<float>(dy, n);
+  for (int i = 0; i < n; ++i) REQUIRE(y[i] == 10.f);
+  CHECK_KJIT_ERROR(
+      kjit::Graph(rt, stream, [&] { rt.kernel(affine(kjit::DType::F32, 77, 1, true), stream); }),
+      kjit::Errc::CaptureCompile);
+}

@@ -1,0 +1,86 @@
+// kjit-info: what kjit sees on this machine (NVRTC, archs, driver, device, cache) and one
+// built-in template compiled for sm_90 (or the device) to show the JIT path works.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "kjit/kjit.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kjit-info: NVRTC, driver, device and cache as kjit sees them"};
+  std::string arch = "sm_90";
+  bool json = false;
+  app.add_option("--arch", arch, "target for the sample compile (default sm_90)");
+  app.add_flag("--json", json, "print one JSON object");
+  CLI11_PARSE(app, argc, argv);
+
+  nlohmann::json out;
+  try {
+    out["kjit_version"] = KJIT_VERSION_STRING;
+    out["nvrtc_version"] = kjit::Compiler::nvrtc_version();
+    std::vector<std::string> archs;
+    for (int s : kjit::Compiler::supported_sm()) archs.push_back("sm_" + std::to_string(s));
+    out["nvrtc_archs"] = archs;
+    std::string why;
+    if (kjit::gpu_available(&why)) {
+      kjit::Runtime rt;
+      const auto& p = rt.props();
+      out["driver_version"] = p.driver_version;
+      out["device"] = {{"ordinal", p.ordinal},
+                       {"name", p.name},
+                       {"cc", p.cc()},
+                       {"sm_count", p.sm_count},
+                       {"l2_bytes", p.l2_bytes},
+                       {"smem_optin", p.max_smem_per_block_optin},
+                       {"clusters", p.cluster_launch},
+                       {"arch", rt.arch()}};
+    } else {
+      out["device"] = nullptr;
+      out["no_gpu_reason"] = why;
+    }
+    kjit::Compiler compiler;
+    out["cache"] = {
+        {"dir", compiler.disk_cache().dir()},
+        {"mode", compiler.disk_cache().mode() == kjit::cache::Mode::ReadWrite  ? "rw"
+                 : compiler.disk_cache().mode() == kjit::cache::Mode::ReadOnly ? "ro"
+                                                                               : "off"}};
+    kjit::Spec spec("kjit/test_kernels.cuh", "kjit::test_affine");
+    spec.type(kjit::DType::F32).value(2).value(3).value(true);
+    auto t0 = std::chrono::steady_clock::now();
+    kjit::CompiledKernel k = compiler.get(spec, arch);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out["sample_compile"] = {
+        {"instantiation", k.instantiation}, {"lowered_name", k.lowered_name}, {"arch", k.arch},
+        {"bytes", k.binary.size()},         {"from_disk_cache", k.from_disk}, {"ms", ms}};
+  } catch (const kjit::Error& e) {
+    std::fprintf(stderr, "kjit-info: %s error: %s\n", kjit::errc_name(e.code()), e.what());
+    return 1;
+  }
+  if (json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("kjit %s\nNVRTC %s, archs:", out["kjit_version"].get<std::string>().c_str(),
+              out["nvrtc_version"].get<std::string>().c_str());
+  for (auto& a : out["nvrtc_archs"]) std::printf(" %s", a.get<std::string>().c_str());
+  std::printf("\n");
+  if (out["device"].is_null()) {
+    std::printf("GPU: none (%s)\n", out["no_gpu_reason"].get<std::string>().c_str());
+  } else {
+    auto& d = out["device"];
+    std::printf("GPU %d: %s, cc %d, %d SMs, L2 %d KB, driver %d, target %s\n",
+                d["ordinal"].get<int>(), d["name"].get<std::string>().c_str(), d["cc"].get<int>(),
+                d["sm_count"].get<int>(), d["l2_bytes"].get<int>() / 1024,
+                out["driver_version"].get<int>(), d["arch"].get<std::string>().c_str());
+  }
+  std::printf("cache: %s (%s)\n", out["cache"]["dir"].get<std::string>().c_str(),
+              out["cache"]["mode"].get<std::string>().c_str());
+  auto& s = out["sample_compile"];
+  std::printf("sample: %s for %s -> %zu bytes, %s in %.1f ms\n",
+              s["instantiation"].get<std::string>().c_str(), s["arch"].get<std::string>().c_str(),
+              s["bytes"].get<size_t>(), s["from_disk_cache"].get<bool>() ? "disk hit" : "compiled",
+              s["ms"].get<double>());
+  return 0;
+}
