@@ -1,0 +1,258 @@
+// GroupNorm (+ SiLU) forward, specialized on the problem's sizes and the launch configuration.
+//
+// A "team" of kTpg threads owns one group: a few threads of a warp for tiny groups, the whole CTA
+// for groups that fit one SM, or a whole cluster of kCluster CTAs (statistics exchanged through
+// distributed shared memory) for large groups. The team holds its slice of the group in
+// registers (kIters vectors of kVec elements per thread), so x is read once and y written once,
+// and the statistics are exact two-pass (mean, then squared deviations) over the on-chip copy.
+// Groups too large for a cluster's registers stream (kStream): three reads, one write.
+#pragma once
+
+#include "kjit/cluster.cuh"
+#include "kjit/reduce.cuh"
+#include "kjit/types.cuh"
+
+namespace kjit {
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+namespace gn {
+
+// Sum over one team: a shuffle butterfly for teams inside a warp (every lane gets the same
+// bits), a block reduction for a whole CTA.
+template <int kThreads, int kTpg>
+__forceinline__ float team_sum(float v, float* scratch) {
+  if constexpr (kTpg == kThreads && kThreads > 32) {
+    return block_sum<kThreads>(v, scratch);
+  } else {
+#pragma unroll
+    for (int o = kTpg / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+}
+
+// Sum of one value per CTA over the cluster. Every CTA adds the same values in the same order,
+// so all of them get the same bits. `slot` must not be reused until the next cluster barrier.
+template <int kCluster>
+__forceinline__ float cluster_total(float cta_value, float* slot) {
+  if constexpr (kCluster == 1) {
+    return cta_value;
+  } else {
+    if (threadIdx.x == 0) *slot = cta_value;
+    cluster_sync();
+    const unsigned lane = threadIdx.x & 31;
+    float v = lane < kCluster ? cluster_load(slot, lane) : 0.f;
+    return warp_sum(v);
+  }
+}
+
+template <int kThreads, int kTpg>
+__forceinline__ void team_barrier() {
+  if constexpr (kTpg == kThreads && kThreads > 32) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+
+__forceinline__ float silu(float z) {
+  return z / (1.f + __expf(-z));
+}
+
+}  // namespace gn
+
+// x, y: [N, C, S] (kNHWC = false) or [N, S, C] (kNHWC = true); w, b: [C] or null.
+// One team per group; grid.x = ceil(N*G / teams per CTA) * kCluster.
+template <class T, class P, bool kNHWC, int kCg, long long kS, int kThreads, int kTpg, int kVec,
+          int kIters, int kCluster, bool kStream, bool kHasW, bool kHasB, bool kSilu,
+          bool kSmemAffine>
+__global__ void __launch_bounds__(kThreads)
+    gn_fwd(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
+           const P* __restrict__ b, float eps, int G, long long num_groups) {
+  constexpr long long kL = kCg * kS;
+  constexpr int kNvec = static_cast<int>(kL / kVec);
+  constexpr int kTeams = kThreads / kTpg;
+  constexpr bool kAffine = kHasW || kHasB;
+  static_assert(kL % kVec == 0, "a group must be a whole number of vectors");
+  static_assert(!kNHWC || kCg % kVec == 0, "an NHWC vector must stay inside one group row");
+  static_assert(kCluster == 1 || kTpg == kThreads, "a cluster team is whole CTAs");
+  static_assert(!kStream || kTpg == kThreads, "streaming is for whole-CTA teams");
+
+  extern __shared__ float smem[];
+  float* red = smem;         // 32 floats: block reduction scratch
+  float* slots = smem + 32;  // 2 floats: this CTA's partials for the cluster exchange
+  float* ss = smem + 64;     // [kTeams][2][kCg]: per-channel scale and shift
+
+  const int team = threadIdx.x / kTpg;
+  const int t = threadIdx.x % kTpg;
+  const unsigned rank = kCluster > 1 ? cluster_rank() : 0u;
+  const long long group = static_cast<long long>(blockIdx.x / kCluster) * kTeams + team;
+  const bool active = group < num_groups;
+  const long long n = group / G;
+  const int g = static_cast<int>(group - n * G);
+  const long long C = static_cast<long long>(G) * kCg;
+  const long long base = kNHWC ? n * kS * C + static_cast<long long>(g) * kCg
+                               : (n * C + static_cast<long long>(g) * kCg) * kS;
+  const T* __restrict__ xg = x + base;
+  T* __restrict__ yg = y + base;
+
+  // Element e of the group -> its offset from the group's first element, and its channel.
+  auto offset = [&](int e) -> long long {
+    if constexpr (kNHWC) {
+      return static_cast<long long>(e / kCg) * C + e % kCg;
+    } else {
+      return e;
+    }
+  };
+  auto channel = [&](int e) -> int {
+    if constexpr (kNHWC) {
+      return e % kCg;
+    } else {
+      return static_cast<int>(e / kS);
+    }
+  };
+
+  // Which vectors this thread owns: a CTA owns a contiguous run of its cluster's share.
+  constexpr int kShare = kStream ? (kNvec + kCluster - 1) / kCluster : kIters * kTpg;
+  const int first = static_cast<int>(rank) * kShare;
+  const int last = first + kShare < kNvec ? first + kShare : kNvec;
+
+  float mean, rstd;
+  float held[kStream ? 1 : kIters][kVec];
+
+  if constexpr (!kStream) {
+    Pack<T, kVec> raw[kIters];
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int vi = first + i * kTpg + t;
+      if (active && vi < last)
+        raw[i] = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int vi = first + i * kTpg + t;
+      const bool ok = active && vi < last;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        held[i][j] = ok ? to_float(raw[i].v[j]) : 0.f;
+        s += held[i][j];
+      }
+    }
+    s = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(s, red), slots);
+    mean = s / static_cast<float>(kL);
+    float m2 = 0.f;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int vi = first + i * kTpg + t;
+      if (active && vi < last) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float d = held[i][j] - mean;
+          m2 += d * d;
+        }
+      }
+    }
+    m2 = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(m2, red), slots + 1);
+    rstd = 1.f / sqrtf(m2 / static_cast<float>(kL) + eps);
+  } else {
+    float s = 0.f;
+    for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = v0 + i * kTpg;
+        if (vi < last) {
+          const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) s += to_float(p.v[j]);
+        }
+      }
+    }
+    s = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(s, red), slots);
+    mean = s / static_cast<float>(kL);
+    float m2 = 0.f;
+    for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = v0 + i * kTpg;
+        if (vi < last) {
+          const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const float d = to_float(p.v[j]) - mean;
+            m2 += d * d;
+          }
+        }
+      }
+    }
+    m2 = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(m2, red), slots + 1);
+    rstd = 1.f / sqrtf(m2 / static_cast<float>(kL) + eps);
+  }
+  // Peers may still read this CTA's slots: arrive now, wait before exiting.
+  if constexpr (kCluster > 1) cluster_arrive();
+
+  // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. Folding the mean into the shift
+  // (x * scale + (b - mean * scale)) saves a subtraction but cancels badly when |mean| >> std.
+  float* my_ss = ss + team * 2 * kCg;
+  if constexpr (kAffine && kSmemAffine) {
+    for (int c = t; c < kCg; c += kTpg) {
+      my_ss[c] = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
+      my_ss[kCg + c] = kHasB ? to_float(b[g * kCg + c]) : 0.f;
+    }
+    gn::team_barrier<kThreads, kTpg>();
+  }
+  auto apply = [&](float v, int c) -> float {
+    float z;
+    if constexpr (!kAffine) {
+      z = (v - mean) * rstd;
+    } else if constexpr (kSmemAffine) {
+      z = fmaf(v - mean, my_ss[c], my_ss[kCg + c]);
+    } else {
+      const float sc = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
+      z = fmaf(v - mean, sc, kHasB ? to_float(b[g * kCg + c]) : 0.f);
+    }
+    return kSilu ? gn::silu(z) : z;
+  };
+  auto store = [&](int vi, const float(&vals)[kVec]) {
+    Pack<T, kVec> out;
+    const int e0 = vi * kVec;
+    // NCHW with S a multiple of the vector width: the whole vector is one channel.
+    const int c0 = channel(e0);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int c = kNHWC ? c0 + j : (kS % kVec == 0 ? c0 : channel(e0 + j));
+      out.v[j] = from_float<T>(apply(vals[j], c));
+    }
+    *reinterpret_cast<Pack<T, kVec>*>(yg + offset(e0)) = out;
+  };
+
+  if (active) {
+    if constexpr (!kStream) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = first + i * kTpg + t;
+        if (vi < last) store(vi, held[i]);
+      }
+    } else {
+      for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
+#pragma unroll
+        for (int i = 0; i < kIters; ++i) {
+          const int vi = v0 + i * kTpg;
+          if (vi < last) {
+            const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
+            float vals[kVec];
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) vals[j] = to_float(p.v[j]);
+            store(vi, vals);
+          }
+        }
+      }
+    }
+  }
+  if constexpr (kCluster > 1) cluster_wait();
+}
+
+}  // namespace kjit

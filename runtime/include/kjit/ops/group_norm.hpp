@@ -1,0 +1,77 @@
+// GroupNorm (+ SiLU): y = act(group_norm(x, G, weight, bias, eps)), exactly as
+// torch.nn.functional.silu(torch.nn.functional.group_norm(x, G, weight, bias, eps)).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kjit/dtype.hpp"
+#include "kjit/runtime.hpp"
+#include "kjit/spec.hpp"
+
+namespace kjit::ops {
+
+enum class Layout {
+  NCHW,
+  NHWC
+};  // channels-first ([N, C, *spatial]) or channels-last ([N, *spatial, C])
+enum class Activation { None, SiLU };
+
+struct GroupNormProblem {
+  DType dtype = DType::F32;        // x and y
+  DType param_dtype = DType::F32;  // weight and bias (PyTorch allows fp32 params with 16-bit x)
+  Layout layout = Layout::NCHW;
+  int64_t N = 0, C = 0;
+  int64_t S = 1;       // product of the spatial sizes (1 when there are none)
+  int64_t groups = 0;  // G: C % G == 0
+  Activation activation = Activation::SiLU;
+  bool has_weight = true, has_bias = true;
+
+  // Convenience: shape as PyTorch gives it ([N, C, d1, d2, ...] for NCHW, [N, d1, ..., C] for
+  // NHWC); throws InvalidArgument for fewer than 2 dims or a negative size.
+  static GroupNormProblem from_shape(const std::vector<int64_t>& shape, int64_t groups, DType dtype,
+                                     Layout layout = Layout::NCHW);
+  std::string describe() const;
+};
+
+// The launch configuration: what the heuristic picks and autotuning searches over.
+struct GroupNormConfig {
+  int threads = 256;    // CTA size (multiple of 32)
+  int team = 256;       // threads per group: a power of two <= 32, or == threads
+  int vec = 4;          // elements per vector access (16 bytes), or 1
+  int iters = 4;        // vectors held (or unrolled, when streaming) per thread
+  int cluster = 1;      // CTAs per group
+  bool stream = false;  // group too large to hold on chip: re-read from memory
+  bool smem_affine = true;
+  std::string describe() const;
+};
+
+struct GroupNormOptions {
+  float eps = 1e-5f;
+  bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1; result stored in the disk cache
+};
+
+// y may alias x (in place). Pointers are device pointers in the runtime's context; weight/bias
+// may be null when has_weight/has_bias are false. Throws InvalidArgument (naming the value and
+// the rule) before anything is written. N == 0 or S == 0 is an empty tensor: nothing to do.
+void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, const void* weight,
+                const void* bias, const GroupNormOptions& opt, CUstream stream);
+
+// Compile and load what group_norm would launch for p (with 16-byte aligned pointers), so that a
+// later call, also inside a graph capture, compiles nothing. Returns the config chosen.
+GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
+                                   const GroupNormOptions& opt = {});
+
+// For tools and tests that need no GPU: the default config for a device of compute capability
+// `cc` (e.g. 90), the candidates autotuning tries, and the specialization a config compiles to.
+GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned = true);
+std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
+                                                   bool aligned = true);
+Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c);
+// Throws InvalidArgument when p breaks a rule (C % G, sizes, limits).
+void validate(const GroupNormProblem& p);
+
+}  // namespace kjit::ops

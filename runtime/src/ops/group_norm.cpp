@@ -1,0 +1,166 @@
+// GroupNorm op: validation, plan lookup (hot path), launch.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_driver.hpp"
+#include "kjit/error.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "op_state.hpp"
+
+namespace kjit::ops {
+namespace {
+
+bool env_autotune() {
+  static const bool on = [] {
+    const char* e = std::getenv("KJIT_AUTOTUNE");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
+
+[[noreturn]] void bad(const GroupNormProblem& p, const std::string& what) {
+  throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");
+}
+
+void check_ptr(const GroupNormProblem& p, const void* ptr, const char* name, DType t) {
+  if (!ptr) bad(p, std::string(name) + " is null");
+  if (reinterpret_cast<uintptr_t>(ptr) % dtype_size(t) != 0)
+    bad(p, std::string(name) + " is not aligned to its element size (" +
+               std::to_string(dtype_size(t)) + " bytes for " + dtype_name(t) + ")");
+}
+
+void validate_call(const GroupNormProblem& p, const void* x, void* y, const void* w, const void* b,
+                   float eps) {
+  validate(p);
+  if (!(eps >= 0.f) || std::isinf(eps))
+    bad(p, "eps = " + std::to_string(eps) + " must be finite and >= 0");
+  check_ptr(p, x, "x", p.dtype);
+  check_ptr(p, y, "y", p.dtype);
+  if (p.has_weight) check_ptr(p, w, "weight", p.param_dtype);
+  if (p.has_bias) check_ptr(p, b, "bias", p.param_dtype);
+  // In place (y == x) is fine: every element is read before it is written by the same thread.
+  const auto xs = reinterpret_cast<uintptr_t>(x), ys = reinterpret_cast<uintptr_t>(y);
+  const uintptr_t bytes = static_cast<uintptr_t>(p.N * p.C * p.S) * dtype_size(p.dtype);
+  if (xs != ys && xs < ys + bytes && ys < xs + bytes)
+    bad(p, "x and y overlap without being the same tensor");
+}
+
+}  // namespace
+
+namespace detail {
+
+GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune) {
+  return GnKey{static_cast<int64_t>(p.dtype),
+               static_cast<int64_t>(p.param_dtype),
+               static_cast<int64_t>(p.layout),
+               static_cast<int64_t>(p.activation),
+               p.has_weight,
+               p.has_bias,
+               aligned,
+               p.N,
+               p.C,
+               p.S,
+               p.groups,
+               autotune};
+}
+
+std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
+                                   CUstream stream) {
+  auto plan = std::make_unique<GnPlan>();
+  plan->config = c;
+  plan->groups = static_cast<int>(p.groups);
+  plan->num_groups = p.N * p.groups;
+  const int64_t teams = c.threads / c.team;
+  const int64_t ctas = (plan->num_groups + teams - 1) / teams * c.cluster;
+  if (ctas > INT32_MAX)
+    bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
+  plan->launch.grid.x = static_cast<unsigned>(ctas);
+  plan->launch.block.x = static_cast<unsigned>(c.threads);
+  plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
+  const bool affine = p.has_weight || p.has_bias;
+  plan->launch.shared_bytes = static_cast<unsigned>(
+      (64 + (affine && c.smem_affine ? teams * 2 * (p.C / p.groups) : 0)) * 4);
+  plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
+  return plan;
+}
+
+bool launchable(Runtime& rt, const GnPlan& plan) {
+  if (plan.launch.cluster.x <= 1) return true;
+  if (!rt.props().cluster_launch) return false;
+  const kjit::detail::Driver& d = kjit::detail::driver();
+  if (plan.launch.cluster.x > 8)
+    d.cuFuncSetAttribute_fn(plan.kernel.function(),
+                            CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  if (plan.launch.shared_bytes > 48 * 1024)
+    d.cuFuncSetAttribute_fn(plan.kernel.function(), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            static_cast<int>(plan.launch.shared_bytes));
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = plan.launch.cluster.x;
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = plan.launch.grid.x;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = plan.launch.block.x;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = plan.launch.shared_bytes;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  kjit::detail::ContextGuard guard(rt.context());
+  CUresult r = d.cuOccupancyMaxActiveClusters_fn(&clusters, plan.kernel.function(), &cfg);
+  return r == CUDA_SUCCESS && clusters > 0;
+}
+
+}  // namespace detail
+
+static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bool aligned,
+                                      bool tune, float eps, CUstream stream) {
+  auto& table = rt.op_state().group_norm;
+  const detail::GnKey key = detail::make_key(p, aligned, tune);
+  if (const detail::GnPlan* plan = table.find(key)) return *plan;
+  return *table.find_or_build(key, [&]() -> std::unique_ptr<detail::GnPlan> {
+    if (tune) return detail::build_plan(rt, p, detail::autotune(rt, p, aligned, eps), stream);
+    // The heuristic's choice, unless the device cannot co-schedule its cluster: then the
+    // first candidate it can.
+    for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
+      auto plan = detail::build_plan(rt, p, c, stream);
+      if (detail::launchable(rt, *plan)) return plan;
+    }
+    bad(p, "no launchable configuration on " + rt.props().name);
+  });
+}
+
+void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, const void* weight,
+                const void* bias, const GroupNormOptions& opt, CUstream stream) {
+  validate_call(p, x, y, weight, bias, opt.eps);
+  if (p.N == 0 || p.S == 0) return;
+  const bool aligned =
+      ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+  const detail::GnPlan& plan =
+      plan_for(rt, p, aligned, opt.autotune || env_autotune(), opt.eps, stream);
+  const void* w = p.has_weight ? weight : nullptr;
+  const void* b = p.has_bias ? bias : nullptr;
+  float eps = opt.eps;
+  int groups = plan.groups;
+  long long num_groups = plan.num_groups;
+  void* params[] = {const_cast<void**>(&x),
+                    &y,
+                    const_cast<void**>(&w),
+                    const_cast<void**>(&b),
+                    &eps,
+                    &groups,
+                    &num_groups};
+  plan.kernel.launch(stream, plan.launch, params);
+}
+
+GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
+                                   const GroupNormOptions& opt) {
+  validate(p);
+  if (p.N == 0 || p.S == 0) return group_norm_heuristic(p, rt.props().cc());
+  return plan_for(rt, p, true, opt.autotune || env_autotune(), opt.eps, nullptr).config;
+}
+
+}  // namespace kjit::ops

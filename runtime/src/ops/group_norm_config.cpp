@@ -1,0 +1,235 @@
+// GroupNorm: problem validation, the config heuristic, autotune candidates and the
+// specialization a config compiles to. Pure host code: no GPU needed (kjit-precompile uses it).
+#include <algorithm>
+#include <climits>
+
+#include "kjit/error.hpp"
+#include "kjit/ops/group_norm.hpp"
+
+namespace kjit::ops {
+namespace {
+
+constexpr int kMaxHeldFloats = 32;    // registers per thread spent on the held slice
+constexpr int kMaxThreadsHeld = 512;  // CTA size while holding (room for 128 registers each)
+constexpr int kSmemAffineBytes = 40 * 1024;
+constexpr int64_t kBusyCtas = 264;  // ~2 CTAs per SM on a 132-SM Hopper: spread below this
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t round_up(int64_t a, int64_t b) {
+  return ceil_div(a, b) * b;
+}
+int pow2_ceil(int64_t v) {
+  int p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+int64_t group_len(const GroupNormProblem& p) {
+  return p.C / p.groups * p.S;
+}
+
+int vec_width(const GroupNormProblem& p, bool aligned) {
+  const int v = 16 / static_cast<int>(dtype_size(p.dtype));
+  if (!aligned) return 1;
+  const int64_t cg = p.C / p.groups;
+  if (p.layout == Layout::NCHW) return group_len(p) % v == 0 ? v : 1;
+  return (cg % v == 0 && p.C % v == 0) ? v : 1;
+}
+
+int max_cluster(int cc) {
+  return cc >= 90 ? 16 : 1;
+}
+
+// Threads and vectors per thread for m vectors in one CTA: the least idle slots, then the most
+// vectors per thread (more loads in flight). Returns false when m does not fit.
+bool fit_cta(int64_t m, int max_iters, int max_threads, int* threads, int* iters) {
+  int64_t best_slots = LLONG_MAX;
+  for (int i = 1; i <= max_iters; ++i) {
+    const int64_t t = std::max<int64_t>(32, round_up(ceil_div(m, i), 32));
+    if (t > max_threads) continue;
+    const int64_t it = ceil_div(m, t);
+    const int64_t slots = t * it;
+    if (slots < best_slots || (slots == best_slots && it > *iters)) {
+      best_slots = slots;
+      *threads = static_cast<int>(t);
+      *iters = static_cast<int>(it);
+    }
+  }
+  return best_slots != LLONG_MAX;
+}
+
+void set_smem_affine(const GroupNormProblem& p, GroupNormConfig* c) {
+  const int64_t teams = c->threads / c->team;
+  c->smem_affine = teams * 2 * (p.C / p.groups) * 4 <= kSmemAffineBytes;
+}
+
+}  // namespace
+
+void validate(const GroupNormProblem& p) {
+  auto bad = [&](const std::string& what) {
+    throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");
+  };
+  if (p.N < 0) bad("N = " + std::to_string(p.N) + " must be >= 0");
+  if (p.S < 0) bad("spatial size S = " + std::to_string(p.S) + " must be >= 0");
+  if (p.C <= 0) bad("C = " + std::to_string(p.C) + " must be > 0");
+  if (p.groups <= 0) bad("groups = " + std::to_string(p.groups) + " must be > 0");
+  if (p.C % p.groups != 0)
+    bad("C = " + std::to_string(p.C) +
+        " must be divisible by groups = " + std::to_string(p.groups));
+  if (p.groups > INT_MAX) bad("groups = " + std::to_string(p.groups) + " exceeds 2^31-1");
+  if (p.S > 0 && p.C / p.groups > INT64_MAX / p.S) bad("C/G * S overflows 64 bits");
+  if (p.S > 0 && group_len(p) > (int64_t{1} << 31) - 64)
+    bad("a group of " + std::to_string(group_len(p)) +
+        " elements (C/G * S) exceeds the supported 2^31-64");
+  if (p.N > 0 && p.S > 0 && p.C > INT64_MAX / p.S / p.N) bad("N * C * S overflows 64 bits");
+}
+
+std::string GroupNormProblem::describe() const {
+  return std::string(dtype_name(dtype)) + (layout == Layout::NHWC ? " NHWC" : " NCHW") +
+         " N=" + std::to_string(N) + " C=" + std::to_string(C) + " S=" + std::to_string(S) +
+         " G=" + std::to_string(groups) + (activation == Activation::SiLU ? " silu" : "") +
+         (has_weight ? " w" : "") + (has_bias ? " b" : "");
+}
+
+std::string GroupNormConfig::describe() const {
+  return "threads=" + std::to_string(threads) + " team=" + std::to_string(team) +
+         " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
+         " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") +
+         (smem_affine ? "" : " gmem-affine");
+}
+
+GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape, int64_t groups,
+                                              DType dtype, Layout layout) {
+  if (shape.size() < 2)
+    throw Error(Errc::InvalidArgument, "group_norm: shape needs at least 2 dims (N, C), got " +
+                                           std::to_string(shape.size()));
+  GroupNormProblem p;
+  p.dtype = p.param_dtype = dtype;
+  p.layout = layout;
+  p.groups = groups;
+  p.N = shape[0];
+  p.C = layout == Layout::NCHW ? shape[1] : shape.back();
+  p.S = 1;
+  const size_t lo = layout == Layout::NCHW ? 2 : 1;
+  const size_t hi = layout == Layout::NCHW ? shape.size() : shape.size() - 1;
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] < 0)
+      throw Error(Errc::InvalidArgument, "group_norm: shape[" + std::to_string(i) +
+                                             "] = " + std::to_string(shape[i]) + " is negative");
+  for (size_t i = lo; i < hi; ++i) {
+    if (shape[i] != 0 && p.S > INT64_MAX / shape[i])
+      throw Error(Errc::InvalidArgument, "group_norm: spatial size overflows 64 bits");
+    p.S *= shape[i];
+  }
+  return p;
+}
+
+GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned) {
+  validate(p);
+  GroupNormConfig c;
+  c.vec = vec_width(p, aligned);
+  const int64_t nvec = group_len(p) / c.vec;
+  const int64_t ngroups = std::max<int64_t>(1, p.N * p.groups);
+  const int max_iters = std::max(1, kMaxHeldFloats / c.vec);
+
+  if (nvec <= 128) {  // tiny: a few lanes of a warp per group, several groups per CTA
+    c.team = std::min(32, pow2_ceil(ceil_div(nvec, 4)));
+    c.iters = static_cast<int>(ceil_div(nvec, c.team));
+    c.threads = 128;
+    c.cluster = 1;
+    set_smem_affine(p, &c);
+    return c;
+  }
+  // Spread few large groups over a cluster each, while every CTA keeps >= 1024 vectors.
+  const int cmax = max_cluster(cc);
+  int cs = 1;
+  while (cs < cmax && ngroups * cs < kBusyCtas && nvec / (2 * cs) >= 1024) cs *= 2;
+  // Grow the cluster until the group fits in its registers.
+  while (!fit_cta(ceil_div(nvec, cs), max_iters, kMaxThreadsHeld, &c.threads, &c.iters)) {
+    if (cs >= cmax) {
+      c.stream = true;
+      break;
+    }
+    cs *= 2;
+  }
+  c.cluster = cs;
+  if (c.stream) {
+    c.threads = 512;
+    c.iters = 4;
+  }
+  c.team = c.threads;
+  set_smem_affine(p, &c);
+  return c;
+}
+
+std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
+                                                   bool aligned) {
+  GroupNormConfig h = group_norm_heuristic(p, cc, aligned);
+  std::vector<GroupNormConfig> out{h};
+  auto add = [&](GroupNormConfig c) {
+    set_smem_affine(p, &c);
+    for (const auto& o : out)
+      if (o.describe() == c.describe()) return;
+    out.push_back(c);
+  };
+  const int64_t nvec = group_len(p) / h.vec;
+  if (h.team < h.threads) {  // tiny: other team sizes and CTA sizes
+    for (int team : {1, 2, 4, 8, 16, 32}) {
+      if (ceil_div(nvec, team) > std::max(1, kMaxHeldFloats / h.vec)) continue;
+      for (int threads : {64, 128, 256}) {
+        GroupNormConfig c = h;
+        c.team = team;
+        c.threads = threads;
+        c.iters = static_cast<int>(ceil_div(nvec, team));
+        add(c);
+      }
+    }
+    return out;
+  }
+  const int cmax = max_cluster(cc);
+  for (int cs = 1; cs <= cmax; cs *= 2) {
+    for (int max_threads : {256, 512, 1024}) {
+      const int max_iters = std::max(1, (max_threads == 1024 ? 16 : kMaxHeldFloats) / h.vec);
+      GroupNormConfig c = h;
+      c.cluster = cs;
+      c.stream = false;
+      if (!fit_cta(ceil_div(nvec, cs), max_iters, max_threads, &c.threads, &c.iters)) continue;
+      c.team = c.threads;
+      add(c);
+    }
+  }
+  if (out.size() == 1 && h.stream) {
+    for (int cs : {8, 16})
+      if (cs <= cmax) {
+        GroupNormConfig c = h;
+        c.cluster = cs;
+        add(c);
+      }
+  }
+  return out;
+}
+
+Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
+  const bool affine = p.has_weight || p.has_bias;
+  Spec s("kjit/group_norm.cuh", "kjit::gn_fwd");
+  s.type(p.dtype)
+      .type(p.param_dtype)
+      .value(p.layout == Layout::NHWC)
+      .value(p.C / p.groups)
+      .value(p.S)
+      .value(c.threads)
+      .value(c.team)
+      .value(c.vec)
+      .value(c.iters)
+      .value(c.cluster)
+      .value(c.stream)
+      .value(p.has_weight)
+      .value(p.has_bias)
+      .value(p.activation == Activation::SiLU)
+      .value(affine && c.smem_affine);
+  return s;
+}
+
+}  // namespace kjit::ops

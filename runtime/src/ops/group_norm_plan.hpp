@@ -1,0 +1,37 @@
+// GroupNorm's per-runtime plan: the loaded kernel and its launch configuration for one problem.
+#pragma once
+
+#include <cstdint>
+
+#include "kjit/kernel.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "plan_table.hpp"
+
+namespace kjit::ops::detail {
+
+// All int64 so the key has no padding bytes (it is hashed and compared bytewise).
+struct GnKey {
+  int64_t dtype, param_dtype, layout, activation, has_weight, has_bias, aligned;
+  int64_t N, C, S, groups, autotune;
+};
+
+struct GnPlan {
+  Kernel kernel;
+  LaunchConfig launch;
+  GroupNormConfig config;
+  int groups = 0;
+  long long num_groups = 0;
+};
+
+using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
+
+GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune);
+// Loads the kernel for config c and computes the launch (grid, smem, cluster).
+std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
+                                   CUstream stream);
+// True when the device can run c (cluster occupancy); a config it cannot is skipped.
+bool launchable(Runtime& rt, const GnPlan& plan);
+// Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
+GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps);
+
+}  // namespace kjit::ops::detail

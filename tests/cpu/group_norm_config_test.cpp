@@ -1,0 +1,141 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+#include "kjit/kjit.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "test_util.hpp"
+
+using kjit::ops::GroupNormConfig;
+using kjit::ops::GroupNormProblem;
+using kjit::ops::Layout;
+
+namespace {
+
+GroupNormProblem random_problem() {
+  using kjit_test::uniform;
+  GroupNormProblem p;
+  const kjit::DType types[] = {kjit::DType::F32, kjit::DType::F16, kjit::DType::BF16};
+  p.dtype = types[uniform(0, 2)];
+  p.param_dtype = uniform(0, 1) ? p.dtype : kjit::DType::F32;
+  p.layout = uniform(0, 3) == 0 ? Layout::NHWC : Layout::NCHW;
+  p.groups = uniform(1, 64);
+  const int64_t cg = uniform(0, 3) == 0 ? 1 : uniform(1, 96);
+  p.C = p.groups * cg;
+  // Spatial sizes across regimes: none, tiny, prime, medium, large.
+  const int64_t choices[] = {1, 7, 49, 97, 576, 1024, 4093, 4096, 16384, 65536};
+  p.S = choices[uniform(0, 9)];
+  p.N = uniform(1, 16);
+  p.activation = uniform(0, 1) ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+  p.has_weight = uniform(0, 3) != 0;
+  p.has_bias = uniform(0, 3) != 0;
+  return p;
+}
+
+// Every config must cover each element of a group exactly once.
+void check_covers(const GroupNormProblem& p, const GroupNormConfig& c) {
+  const int64_t L = p.C / p.groups * p.S;
+  CHECK(L % c.vec == 0);
+  CHECK(c.threads % 32 == 0);
+  CHECK((c.team == c.threads || (c.team <= 32 && (c.team & (c.team - 1)) == 0)));
+  if (!c.stream) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
+  CHECK(c.threads <= 1024);
+  CHECK(c.cluster <= 16);
+}
+
+}  // namespace
+
+TEST_CASE("group_norm validation names the bad value and the rule") {
+  GroupNormProblem p = GroupNormProblem::from_shape({8, 256, 24, 24}, 32, kjit::DType::F32);
+  CHECK(p.S == 576);
+  kjit::ops::validate(p);
+  p.groups = 30;
+  try {
+    kjit::ops::validate(p);
+    FAIL("C % G accepted");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::InvalidArgument);
+    CHECK(std::string(e.what()).find("C = 256 must be divisible by groups = 30") !=
+          std::string::npos);
+  }
+  p.groups = 0;
+  CHECK_KJIT_ERROR(kjit::ops::validate(p), kjit::Errc::InvalidArgument);
+  p.groups = 32;
+  p.C = 0;
+  CHECK_KJIT_ERROR(kjit::ops::validate(p), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(GroupNormProblem::from_shape({8}, 1, kjit::DType::F32),
+                   kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(GroupNormProblem::from_shape({8, -4, 3}, 1, kjit::DType::F32),
+                   kjit::Errc::InvalidArgument);
+  GroupNormProblem huge =
+      GroupNormProblem::from_shape({1, 1, 1 << 16, 1 << 16}, 1, kjit::DType::F32);
+  CHECK_KJIT_ERROR(kjit::ops::validate(huge), kjit::Errc::InvalidArgument);  // group > 2^31
+  GroupNormProblem nhwc =
+      GroupNormProblem::from_shape({2, 5, 7, 64}, 8, kjit::DType::BF16, Layout::NHWC);
+  CHECK(nhwc.C == 64);
+  CHECK(nhwc.S == 35);
+}
+
+TEST_CASE("the heuristic covers every regime the issue names") {
+  auto cfg = [](std::vector<int64_t> shape, int64_t g) {
+    return kjit::ops::group_norm_heuristic(GroupNormProblem::from_shape(shape, g, kjit::DType::F32),
+                                           90);
+  };
+  GroupNormConfig tiny = cfg({4, 32, 7, 7}, 8);
+  CHECK(tiny.team < tiny.threads);  // several groups per CTA
+  GroupNormConfig seed = cfg({8, 256, 24, 24}, 32);
+  CHECK(seed.team == seed.threads);
+  CHECK(seed.cluster == 1);
+  CHECK_FALSE(seed.stream);
+  GroupNormConfig big = cfg({1, 128, 256, 256}, 32);
+  CHECK(big.cluster > 1);  // a cluster per group
+  CHECK_FALSE(big.stream);
+  GroupNormConfig huge = cfg({1, 64, 1024, 1024}, 1);
+  CHECK(huge.stream);  // beyond a cluster's registers
+  GroupNormConfig ampere = kjit::ops::group_norm_heuristic(
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32), 80);
+  CHECK(ampere.cluster == 1);  // no clusters before sm_90
+  GroupNormConfig unaligned = kjit::ops::group_norm_heuristic(
+      GroupNormProblem::from_shape({8, 256, 24, 24}, 32, kjit::DType::F32), 90, false);
+  CHECK(unaligned.vec == 1);
+  GroupNormConfig odd = cfg({2, 6, 7}, 3);  // L = 14: not a whole number of float4s
+  CHECK(odd.vec == 1);
+}
+
+TEST_CASE("heuristic and candidates cover every element, over random problems") {
+  for (int i = 0; i < 500; ++i) {
+    GroupNormProblem p = random_problem();
+    CAPTURE(p.describe());
+    for (int cc : {80, 90})
+      for (bool aligned : {true, false})
+        for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, cc, aligned)) {
+          CAPTURE(c.describe());
+          check_covers(p, c);
+        }
+  }
+}
+
+TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random specializations") {
+  kjit_test::TempDir dir;
+  kjit::cache::Options o;
+  o.dir = dir.path;
+  kjit::Compiler compiler(o);
+  int compiled = 0;
+  double total_ms = 0, max_ms = 0;
+  for (int i = 0; i < 110; ++i) {
+    GroupNormProblem p = random_problem();
+    const bool aligned = kjit_test::uniform(0, 4) != 0;
+    auto cands = kjit::ops::group_norm_candidates(p, 90, aligned);
+    const GroupNormConfig& c = cands[kjit_test::uniform(0, static_cast<int64_t>(cands.size()) - 1)];
+    kjit::Spec s = kjit::ops::group_norm_spec(p, c);
+    CAPTURE(s.instantiation());
+    kjit::CompiledKernel k = compiler.compile(s, i % 10 == 0 ? "sm_80" : "sm_90");
+    CHECK(k.binary.size() > 0);
+    ++compiled;
+    total_ms += k.compile_ms;
+    max_ms = std::max(max_ms, k.compile_ms);
+  }
+  MESSAGE(compiled << " GroupNorm specializations compiled, mean " << total_ms / compiled
+                   << " ms, max " << max_ms << " ms");
+  CHECK(compiled >= 100);
+}

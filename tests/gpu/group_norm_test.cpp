@@ -1,0 +1,297 @@
+// GroupNorm + SiLU against a float64 CPU reference over random shapes in every regime.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "gpu_env.hpp"
+#include "host_math.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "test_util.hpp"
+
+using kjit::DType;
+using kjit::ops::Activation;
+using kjit::ops::GroupNormProblem;
+using kjit::ops::Layout;
+using kjit_test::runtime;
+
+namespace {
+
+struct Case {
+  GroupNormProblem p;
+  bool offset = false;  // pointers one element past a 16-byte boundary
+  bool in_place = false;
+  float eps = 1e-5f;
+  bool autotune = false;
+};
+
+// float64 reference on the values as the device sees them (16-bit inputs already rounded).
+std::vector<double> reference(const GroupNormProblem& p, const std::vector<float>& x,
+                              const std::vector<float>& w, const std::vector<float>& b,
+                              double eps) {
+  const int64_t cg = p.C / p.groups, L = cg * p.S;
+  std::vector<double> y(x.size());
+  auto index = [&](int64_t n, int64_t c, int64_t s) {
+    return p.layout == Layout::NCHW ? (n * p.C + c) * p.S + s : (n * p.S + s) * p.C + c;
+  };
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t g = 0; g < p.groups; ++g) {
+      double sum = 0;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+        for (int64_t s = 0; s < p.S; ++s) sum += x[index(n, c, s)];
+      const double mean = sum / L;
+      double m2 = 0;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+        for (int64_t s = 0; s < p.S; ++s)
+          m2 += (x[index(n, c, s)] - mean) * (x[index(n, c, s)] - mean);
+      const double rstd = 1.0 / std::sqrt(m2 / L + eps);
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const double wc = p.has_weight ? w[c] : 1.0, bc = p.has_bias ? b[c] : 0.0;
+        for (int64_t s = 0; s < p.S; ++s) {
+          double z = (x[index(n, c, s)] - mean) * rstd * wc + bc;
+          if (p.activation == Activation::SiLU) z = z / (1.0 + std::exp(-z));
+          y[index(n, c, s)] = z;
+        }
+      }
+    }
+  return y;
+}
+
+std::vector<float> random_values(DType t, size_t n, float scale, float shift, std::mt19937_64& g) {
+  std::normal_distribution<float> d(shift, scale);
+  std::vector<float> v(n);
+  for (auto& e : v) {
+    unsigned char buf[4];
+    kjit_test::store_as(t, d(g), buf);
+    e = kjit_test::load_as(t, buf);  // exactly representable in t
+  }
+  return v;
+}
+
+std::vector<unsigned char> to_bytes(DType t, const std::vector<float>& v) {
+  std::vector<unsigned char> b(v.size() * kjit::dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) kjit_test::store_as(t, v[i], &b[i * kjit::dtype_size(t)]);
+  return b;
+}
+
+struct Result {
+  kjit_test::ErrorStats err;
+  std::string config;
+};
+
+Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
+  const GroupNormProblem& p = cs.p;
+  std::mt19937_64 g(seed);
+  const size_t n = static_cast<size_t>(p.N * p.C * p.S), esz = kjit::dtype_size(p.dtype);
+  auto x = random_values(p.dtype, n, 2.f, 3.f, g);  // an offset mean tests the two-pass variance
+  auto w = random_values(p.param_dtype, static_cast<size_t>(p.C), 1.f, 0.5f, g);
+  auto b = random_values(p.param_dtype, static_cast<size_t>(p.C), 1.f, -0.25f, g);
+  auto& rt = runtime();
+  const size_t off = cs.offset ? esz : 0;
+  kjit::DeviceBuffer dx(rt, n * esz + 16), dy(rt, n * esz + 16);
+  kjit::DeviceBuffer dw(rt, static_cast<size_t>(p.C) * 4 + 16),
+      db(rt, static_cast<size_t>(p.C) * 4 + 16);
+  auto xb = to_bytes(p.dtype, x);
+  dx.upload(xb.data(), xb.size(), off);
+  dy.fill_bytes(0xFF);  // NaN in every float format: unwritten outputs fail
+  auto wb = to_bytes(p.param_dtype, w), bb = to_bytes(p.param_dtype, b);
+  dw.upload(wb.data(), wb.size());
+  db.upload(bb.data(), bb.size());
+  void* yptr = reinterpret_cast<void*>((cs.in_place ? dx.ptr() : dy.ptr()) + off);
+  kjit::ops::GroupNormOptions opt;
+  opt.eps = cs.eps;
+  opt.autotune = cs.autotune;
+  kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(dx.ptr() + off), yptr,
+                        p.has_weight ? reinterpret_cast<void*>(dw.ptr()) : nullptr,
+                        p.has_bias ? reinterpret_cast<void*>(db.ptr()) : nullptr, opt, stream);
+  stream.synchronize();
+  std::vector<unsigned char> yb(n * esz);
+  (cs.in_place ? dx : dy).download(yb.data(), yb.size(), off);
+  std::vector<float> y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = kjit_test::load_as(p.dtype, &yb[i * esz]);
+  auto ref = reference(p, x, w, b, cs.eps);
+  Result r;
+  r.err = kjit_test::compare(y, ref, 1e-4, 1e-4);
+  r.config = kjit::ops::group_norm_heuristic(p, rt.props().cc(), !cs.offset).describe();
+  return r;
+}
+
+void check_result(const Case& cs, const Result& r) {
+  CAPTURE(cs.p.describe());
+  CAPTURE(r.config);
+  CAPTURE(cs.offset);
+  CAPTURE(cs.in_place);
+  CHECK(r.err.nonfinite == 0);
+  if (cs.p.dtype == DType::F32) {
+    CHECK(r.err.rel_l2 <= 1e-5);
+    CHECK(r.err.allclose);
+  } else {
+    CHECK(r.err.rel_l2 <= 1e-2);
+  }
+}
+
+Case random_case(DType t) {
+  using kjit_test::uniform;
+  Case c;
+  GroupNormProblem& p = c.p;
+  p.dtype = t;
+  p.param_dtype = uniform(0, 3) == 0 ? DType::F32 : t;
+  p.layout = uniform(0, 3) == 0 ? Layout::NHWC : Layout::NCHW;
+  p.groups = uniform(0, 5) == 0 ? 1 : uniform(1, 48);
+  const int kind = static_cast<int>(uniform(0, 9));
+  int64_t cg = kind == 0 ? 1 : uniform(1, 40);
+  // Spatial size: none, tiny, prime, 1-D and 3-D products, and a few large groups.
+  const int64_t spatial[] = {1, 2, 7, 49, 97, 196, 576, 1021, 4096, 13 * 17 * 3};
+  p.S = spatial[uniform(0, 9)];
+  if (kind == 9) {  // large groups: a cluster per group, or streaming
+    cg = uniform(4, 64);
+    p.S = uniform(0, 1) ? 4096 : 16384 + 3;
+    p.groups = uniform(1, 4);
+  }
+  p.C = p.groups * cg;
+  p.N = uniform(0, 4) == 0 ? 1 : uniform(1, 8);
+  while (p.N > 1 && p.N * p.C * p.S > (int64_t{1} << 22)) p.N /= 2;
+  p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+  p.has_weight = uniform(0, 5) != 0;
+  p.has_bias = uniform(0, 5) != 0;
+  c.offset = uniform(0, 5) == 0;
+  c.in_place = uniform(0, 9) == 0;
+  c.eps = uniform(0, 1) ? 1e-5f : 1e-3f;
+  return c;
+}
+
+void run_random(DType t, int count) {
+  // Compile the specializations in parallel first (NVRTC dominates the suite's time), then run.
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) cases.push_back(random_case(t));
+  const unsigned workers = std::max(2u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> jobs;
+  for (unsigned w = 0; w < workers; ++w)
+    jobs.push_back(std::async(std::launch::async, [&, w] {
+      for (size_t i = w; i < cases.size(); i += workers)
+        kjit::ops::prepare_group_norm(runtime(), cases[i].p);
+    }));
+  for (auto& j : jobs) j.get();
+  kjit::Stream stream(runtime());
+  int failures = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Result r = run_case(cases[i], stream, kjit_test::seed() + i);
+    check_result(cases[i], r);
+    if (r.err.nonfinite || r.err.rel_l2 > (t == DType::F32 ? 1e-5 : 1e-2)) ++failures;
+  }
+  MESSAGE(count << " random " << std::string(kjit::dtype_name(t)) << " shapes, " << failures
+                << " failed");
+}
+
+Case named(std::vector<int64_t> shape, int64_t g, DType t, Layout l = Layout::NCHW) {
+  Case c;
+  c.p = GroupNormProblem::from_shape(shape, g, t, l);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("group_norm: the seed shape (8x256x24x24, G=32, fp32, affine, silu)") {
+  kjit::Stream stream(runtime());
+  Case c = named({8, 256, 24, 24}, 32, DType::F32);
+  Result r = run_case(c, stream, kjit_test::seed());
+  MESSAGE("seed: rel L2 " << r.err.rel_l2 << ", max abs " << r.err.max_abs << ", " << r.config);
+  check_result(c, r);
+}
+
+TEST_CASE("group_norm: named edge shapes in every regime") {
+  kjit::Stream stream(runtime());
+  std::vector<Case> cases = {
+      named({4, 32, 7, 7}, 8, DType::F32),
+      named({64, 128, 1, 1}, 32, DType::F32),
+      named({1, 128, 256, 256}, 32, DType::F32),
+      named({1, 128, 256, 256}, 32, DType::BF16),
+      named({2, 320, 64, 64}, 32, DType::F16),
+      named({1, 64, 512, 512}, 1, DType::F32),
+      named({3, 6, 17}, 3, DType::F32),
+      named({2, 12}, 4, DType::F32),
+      named({1, 1, 1, 1}, 1, DType::F32),
+      named({2, 8, 3, 5, 7}, 2, DType::BF16),
+      named({2, 16, 9, 9, 64}, 16, DType::F32, Layout::NHWC),
+      named({1, 8, 8, 4096}, 32, DType::BF16, Layout::NHWC),
+  };
+  Case unaligned = named({8, 256, 24, 24}, 32, DType::F32);
+  unaligned.offset = true;
+  cases.push_back(unaligned);
+  Case inplace = named({2, 64, 33, 33}, 8, DType::F16);
+  inplace.in_place = true;
+  cases.push_back(inplace);
+  Case plain = named({4, 64, 20, 20}, 16, DType::F32);
+  plain.p.has_weight = plain.p.has_bias = false;
+  plain.p.activation = Activation::None;
+  cases.push_back(plain);
+  for (const Case& c : cases) check_result(c, run_case(c, stream, kjit_test::seed()));
+}
+
+TEST_CASE("group_norm: 300 random fp32 shapes") {
+  run_random(DType::F32, 300);
+}
+TEST_CASE("group_norm: 300 random bf16 shapes") {
+  run_random(DType::BF16, 300);
+}
+TEST_CASE("group_norm: 300 random fp16 shapes") {
+  run_random(DType::F16, 300);
+}
+
+TEST_CASE("group_norm: bad inputs raise InvalidArgument and write nothing") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  GroupNormProblem p = GroupNormProblem::from_shape({2, 8, 4, 4}, 4, DType::F32);
+  kjit::DeviceBuffer x(rt, 1024), y(rt, 1024), w(rt, 64);
+  y.fill_bytes(0x7F);
+  auto X = reinterpret_cast<void*>(x.ptr());
+  auto Y = reinterpret_cast<void*>(y.ptr());
+  auto W = reinterpret_cast<void*>(w.ptr());
+  kjit::ops::GroupNormOptions o;
+  CHECK_KJIT_ERROR(kjit::ops::group_norm(rt, p, nullptr, Y, W, W, o, stream),
+                   kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(kjit::ops::group_norm(rt, p, X, Y, nullptr, W, o, stream),
+                   kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(kjit::ops::group_norm(rt, p, X, reinterpret_cast<char*>(Y) + 2, W, W, o, stream),
+                   kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(
+      kjit::ops::group_norm(rt, p, X, reinterpret_cast<char*>(X) + 64, W, W, o, stream),
+      kjit::Errc::InvalidArgument);
+  GroupNormProblem q = p;
+  q.groups = 3;
+  CHECK_KJIT_ERROR(kjit::ops::group_norm(rt, q, X, Y, W, W, o, stream),
+                   kjit::Errc::InvalidArgument);
+  o.eps = -1.f;
+  CHECK_KJIT_ERROR(kjit::ops::group_norm(rt, p, X, Y, W, W, o, stream),
+                   kjit::Errc::InvalidArgument);
+  o.eps = NAN;
+  CHECK_KJIT_ERROR(kjit::ops::group_norm(rt, p, X, Y, W, W, o, stream),
+                   kjit::Errc::InvalidArgument);
+  stream.synchronize();
+  std::vector<unsigned char> h(1024);
+  y.download(h.data(), h.size());
+  CHECK(std::all_of(h.begin(), h.end(), [](unsigned char c) { return c == 0x7F; }));
+  // Empty tensors are valid and do nothing.
+  GroupNormProblem empty = GroupNormProblem::from_shape({0, 8, 4, 4}, 4, DType::F32);
+  kjit::ops::group_norm(rt, empty, X, Y, W, W, kjit::ops::GroupNormOptions{}, stream);
+}
+
+TEST_CASE("group_norm: autotune picks a candidate and reuses it from the cache") {
+  auto& rt = runtime();
+  GroupNormProblem p = GroupNormProblem::from_shape({4, 256, 32, 32}, 32, DType::F32);
+  kjit::ops::GroupNormOptions o;
+  o.autotune = true;
+  auto c = kjit::ops::prepare_group_norm(rt, p, o);
+  auto cands = kjit::ops::group_norm_candidates(p, rt.props().cc());
+  CHECK(std::any_of(cands.begin(), cands.end(),
+                    [&](const auto& k) { return k.describe() == c.describe(); }));
+  MESSAGE("autotuned " << p.describe() << ": " << c.describe() << " (of " << cands.size() << ")");
+  kjit::Stream stream(rt);
+  Case cs;
+  cs.p = p;
+  cs.autotune = true;
+  check_result(cs, run_case(cs, stream, kjit_test::seed()));
+}
