@@ -5,11 +5,10 @@
 // distributed shared memory) for large groups. The team holds its slice of the group in
 // registers (kIters vectors of kVec elements per thread), so x is read once and y written once,
 // and the statistics are exact two-pass (mean, then squared deviations) over the on-chip copy.
-// Groups too large for a cluster's registers stream (kStream): three reads, one write.
+// Groups too large for a cluster's registers stream (kStream): two reads, one write.
 #pragma once
 
 #include "kjit/cluster.cuh"
-#include "kjit/reduce.cuh"
 #include "kjit/types.cuh"
 
 namespace kjit {
@@ -21,32 +20,100 @@ struct alignas(sizeof(T) * V) Pack {
 
 namespace gn {
 
-// Sum over one team: a shuffle butterfly for teams inside a warp (every lane gets the same
-// bits), a block reduction for a whole CTA.
-template <int kThreads, int kTpg>
-__forceinline__ float team_sum(float v, float* scratch) {
-  if constexpr (kTpg == kThreads && kThreads > 32) {
-    return block_sum<kThreads>(v, scratch);
-  } else {
+// Count, mean and sum of squared deviations of a set of values: merged pairwise with Chan's
+// formula, which stays exact-ish where sum-of-squares would cancel, in one reduction.
+struct Stat {
+  float n, mean, m2;
+};
+
+// Chan et al.: the merge of two disjoint sets. Callers always pass the lower-ranked set first,
+// so every thread that merges the same pair gets the same bits.
+__forceinline__ Stat merge(const Stat& a, const Stat& b) {
+  const float n = a.n + b.n;
+  if (n == 0.f) return a;
+  const float d = b.mean - a.mean;
+  const float fb = __fdividef(b.n, n);  // counts are exact integers; ~2 ulp is plenty
+  return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+// Butterfly over the lanes [0, width) of each aligned width-lane subgroup.
+template <int kWidth>
+__forceinline__ Stat warp_merge(Stat s) {
+  const unsigned lane = threadIdx.x & 31;
 #pragma unroll
-    for (int o = kTpg / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
+  for (int o = 1; o < kWidth; o <<= 1) {
+    Stat t{__shfl_xor_sync(0xffffffffu, s.n, o), __shfl_xor_sync(0xffffffffu, s.mean, o),
+           __shfl_xor_sync(0xffffffffu, s.m2, o)};
+    s = (lane & o) ? merge(t, s) : merge(s, t);
+  }
+  return s;
+}
+
+// Merge over one team: shuffles for a team inside a warp; warps through shared memory (one
+// barrier) for a whole CTA. `scratch` holds 3 * 32 floats.
+template <int kThreads, int kTpg>
+__forceinline__ Stat team_merge(Stat s, float* scratch) {
+  if constexpr (kTpg == kThreads && kThreads > 32) {
+    constexpr int kWarps = kThreads / 32;
+    s = warp_merge<32>(s);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+      scratch[warp] = s.n;
+      scratch[32 + warp] = s.mean;
+      scratch[64 + warp] = s.m2;
+    }
+    __syncthreads();
+    Stat w = lane < kWarps ? Stat{scratch[lane], scratch[32 + lane], scratch[64 + lane]}
+                           : Stat{0.f, 0.f, 0.f};
+    constexpr int kWidth = kWarps <= 1    ? 1
+                           : kWarps <= 2  ? 2
+                           : kWarps <= 4  ? 4
+                           : kWarps <= 8  ? 8
+                           : kWarps <= 16 ? 16
+                                          : 32;
+    return warp_merge<kWidth>(w);
+  } else {
+    return warp_merge<kTpg>(s);
   }
 }
 
-// Sum of one value per CTA over the cluster. Every CTA adds the same values in the same order,
-// so all of them get the same bits. `slot` must not be reused until the next cluster barrier.
+// Merge of one Stat per CTA over the cluster, through distributed shared memory. `slot` holds
+// 3 floats and must stay untouched until the cluster's final barrier.
 template <int kCluster>
-__forceinline__ float cluster_total(float cta_value, float* slot) {
+__forceinline__ Stat cluster_merge(Stat s, float* slot) {
   if constexpr (kCluster == 1) {
-    return cta_value;
+    return s;
   } else {
-    if (threadIdx.x == 0) *slot = cta_value;
+    if (threadIdx.x == 0) {
+      slot[0] = s.n;
+      slot[1] = s.mean;
+      slot[2] = s.m2;
+    }
     cluster_sync();
     const unsigned lane = threadIdx.x & 31;
-    float v = lane < kCluster ? cluster_load(slot, lane) : 0.f;
-    return warp_sum(v);
+    Stat r{0.f, 0.f, 0.f};
+    if (lane < kCluster)
+      r = Stat{cluster_load(slot, lane), cluster_load(slot + 1, lane),
+               cluster_load(slot + 2, lane)};
+    return warp_merge<kCluster>(r);
   }
+}
+
+// The Stat of kVec values held by one thread (exact two-pass on registers).
+template <int kVec>
+__forceinline__ Stat local_stat(const float (&v)[kVec], int valid) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) s += j < valid ? v[j] : 0.f;
+  const float n = static_cast<float>(valid);
+  const float mean = valid ? __fdividef(s, n) : 0.f;
+  float m2 = 0.f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const float d = v[j] - mean;
+    m2 += j < valid ? d * d : 0.f;
+  }
+  return {n, mean, m2};
 }
 
 template <int kThreads, int kTpg>
@@ -58,8 +125,21 @@ __forceinline__ void team_barrier() {
   }
 }
 
+__forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// silu(z) = z * sigmoid(z). fp32 outputs: exp and a fast divide (~2 ulp, two MUFU ops);
+// 16-bit outputs: sigmoid through one tanh.approx (error far below a bf16/fp16 ulp).
+template <class T>
 __forceinline__ float silu(float z) {
-  return z / (1.f + __expf(-z));
+  if constexpr (sizeof(T) == 4) {
+    return __fdividef(z, 1.f + __expf(-z));
+  } else {
+    return z * fmaf(0.5f, tanh_approx(0.5f * z), 0.5f);
+  }
 }
 
 }  // namespace gn
@@ -122,6 +202,7 @@ __global__ void __launch_bounds__(kThreads)
 
   float mean, rstd;
   float held[kStream ? 1 : kIters][kVec];
+  gn::Stat st{0.f, 0.f, 0.f};
 
   if constexpr (!kStream) {
     Pack<T, kVec> raw[kIters];
@@ -131,19 +212,21 @@ __global__ void __launch_bounds__(kThreads)
       if (active && vi < last)
         raw[i] = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
     }
+    // Exact two-pass over everything this thread holds, then one merge over the team.
     float s = 0.f;
+    int valid = 0;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int vi = first + i * kTpg + t;
       const bool ok = active && vi < last;
+      valid += ok ? kVec : 0;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         held[i][j] = ok ? to_float(raw[i].v[j]) : 0.f;
         s += held[i][j];
       }
     }
-    s = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(s, red), slots);
-    mean = s / static_cast<float>(kL);
+    const float tmean = valid ? __fdividef(s, static_cast<float>(valid)) : 0.f;
     float m2 = 0.f;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
@@ -151,46 +234,31 @@ __global__ void __launch_bounds__(kThreads)
       if (active && vi < last) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          const float d = held[i][j] - mean;
+          const float d = held[i][j] - tmean;
           m2 += d * d;
         }
       }
     }
-    m2 = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(m2, red), slots + 1);
-    rstd = 1.f / sqrtf(m2 / static_cast<float>(kL) + eps);
+    st = gn::Stat{static_cast<float>(valid), tmean, m2};
   } else {
-    float s = 0.f;
+    // One read for the statistics (a Chan merge per vector), one more for the output.
     for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
         const int vi = v0 + i * kTpg;
         if (vi < last) {
           const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
+          float v[kVec];
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) s += to_float(p.v[j]);
+          for (int j = 0; j < kVec; ++j) v[j] = to_float(p.v[j]);
+          st = gn::merge(st, gn::local_stat<kVec>(v, kVec));
         }
       }
     }
-    s = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(s, red), slots);
-    mean = s / static_cast<float>(kL);
-    float m2 = 0.f;
-    for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
-#pragma unroll
-      for (int i = 0; i < kIters; ++i) {
-        const int vi = v0 + i * kTpg;
-        if (vi < last) {
-          const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(xg + offset(vi * kVec));
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            const float d = to_float(p.v[j]) - mean;
-            m2 += d * d;
-          }
-        }
-      }
-    }
-    m2 = gn::cluster_total<kCluster>(gn::team_sum<kThreads, kTpg>(m2, red), slots + 1);
-    rstd = 1.f / sqrtf(m2 / static_cast<float>(kL) + eps);
   }
+  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kTpg>(st, red), slots);
+  mean = st.mean;
+  rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
   // Peers may still read this CTA's slots: arrive now, wait before exiting.
   if constexpr (kCluster > 1) cluster_arrive();
 
@@ -214,7 +282,7 @@ __global__ void __launch_bounds__(kThreads)
       const float sc = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
       z = fmaf(v - mean, sc, kHasB ? to_float(b[g * kCg + c]) : 0.f);
     }
-    return kSilu ? gn::silu(z) : z;
+    return kSilu ? gn::silu<T>(z) : z;
   };
   auto store = [&](int vi, const float(&vals)[kVec]) {
     Pack<T, kVec> out;

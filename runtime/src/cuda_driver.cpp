@@ -9,15 +9,16 @@
 namespace kjit::detail {
 namespace {
 
+using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult*);
+
 struct LoadResult {
   Driver drv;
   bool ok = false;
   Errc code = Errc::NoDriver;
   std::string why;
+  GetProcAddressFn gpa = nullptr;
 };
-
-using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                      CUdriverProcAddressQueryResult*);
 
 bool resolve_all(GetProcAddressFn gpa, Driver* d, std::string* why) {
 #define KJIT_DRIVER_RESOLVE(name)                                                         \
@@ -51,6 +52,7 @@ LoadResult load() {
     r.why = "the CUDA driver is too old: no cuGetProcAddress_v2 (kjit needs a CUDA 12.0+ driver)";
     return r;
   }
+  r.gpa = gpa;
   if (!resolve_all(gpa, &r.drv, &r.why)) return r;
   CUresult st = r.drv.cuInit_fn(0);
   if (st != CUDA_SUCCESS) {
@@ -81,6 +83,15 @@ const Driver& driver() {
   const LoadResult& r = loaded();
   if (!r.ok) throw Error(r.code, r.why);
   return r.drv;
+}
+
+void* driver_proc(const char* name) {
+  driver();  // throws when there is no usable driver
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult st{};
+  if (loaded().gpa(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p)
+    throw Error(Errc::NotFound, std::string("the CUDA driver has no entry point ") + name);
+  return p;
 }
 
 bool driver_available(std::string* why) {

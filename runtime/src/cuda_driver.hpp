@@ -12,24 +12,23 @@ namespace kjit::detail {
 // are asked for at the header's CUDA_VERSION, so type and ABI version always agree.
 #define KJIT_DRIVER_FUNCTIONS(X)                                                                   \
   X(cuInit)                                                                                        \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)   \
-      X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)                       \
-          X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent)   \
-              X(cuCtxPopCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)         \
-                  X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)               \
-                      X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuOccupancyMaxActiveClusters) X(     \
-                          cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuMemAlloc) X(cuMemFree)  \
-                          X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)            \
-                              X(cuMemsetD32Async) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)        \
-                                  X(cuMemcpyDtoDAsync) X(cuStreamCreate) X(cuStreamDestroy)        \
-                                      X(cuStreamSynchronize) X(cuStreamIsCapturing)                \
-                                          X(cuStreamGetCtx) X(cuStreamBeginCapture)                \
-                                              X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
-                                                  X(cuGraphLaunch) X(cuGraphDestroy)               \
-                                                      X(cuGraphExecDestroy) X(cuEventCreate)       \
-                                                          X(cuEventRecord) X(cuEventSynchronize)   \
-                                                              X(cuEventElapsedTime)                \
-                                                                  X(cuEventDestroy)
+  X(cuDriverGetVersion)                                                                            \
+  X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)      \
+      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)             \
+          X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)             \
+              X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(  \
+                  cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernelEx) X(cuLaunchKernel)  \
+                  X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)   \
+                      X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)   \
+                          X(cuMemsetD8) X(cuMemsetD32Async) X(cuMemcpyHtoDAsync)                   \
+                              X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuStreamCreate)          \
+                                  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamIsCapturing) \
+                                      X(cuStreamGetCtx) X(cuStreamBeginCapture)                    \
+                                          X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)     \
+                                              X(cuGraphLaunch) X(cuGraphDestroy)                   \
+                                                  X(cuGraphExecDestroy) X(cuEventCreate)           \
+                                                      X(cuEventRecord) X(cuEventSynchronize)       \
+                                                          X(cuEventElapsedTime) X(cuEventDestroy)
 
 struct Driver {
 #define KJIT_DRIVER_MEMBER(name) decltype(&::name) name##_fn = nullptr;
@@ -40,6 +39,8 @@ struct Driver {
 
 // The loaded driver; throws Error(NoDriver) with the reason when it is not usable.
 const Driver& driver();
+// Any driver entry point by name (at the header's CUDA_VERSION); throws NotFound.
+void* driver_proc(const char* name);
 // Non-throwing probe: true when a driver is loaded and initialized; else false and *why.
 bool driver_available(std::string* why = nullptr);
 

@@ -138,4 +138,8 @@ void synchronize(Runtime& rt) {
   KJIT_CU(cuCtxSynchronize);
 }
 
+void* driver_proc(const char* name) {
+  return detail::driver_proc(name);
+}
+
 }  // namespace kjit

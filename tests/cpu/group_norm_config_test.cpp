@@ -85,7 +85,7 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(tiny.team < tiny.threads);  // several groups per CTA
   GroupNormConfig seed = cfg({8, 256, 24, 24}, 32);
   CHECK(seed.team == seed.threads);
-  CHECK(seed.cluster == 1);
+  CHECK(seed.cluster <= 2);
   CHECK_FALSE(seed.stream);
   GroupNormConfig big = cfg({1, 128, 256, 256}, 32);
   CHECK(big.cluster > 1);  // a cluster per group

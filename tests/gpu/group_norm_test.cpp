@@ -8,8 +8,9 @@
 #include <thread>
 
 #include "gpu_env.hpp"
-#include "host_math.hpp"
+#include "kjit/host_math.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/reference.hpp"
 #include "test_util.hpp"
 
 using kjit::DType;
@@ -28,57 +29,25 @@ struct Case {
   bool autotune = false;
 };
 
-// float64 reference on the values as the device sees them (16-bit inputs already rounded).
-std::vector<double> reference(const GroupNormProblem& p, const std::vector<float>& x,
-                              const std::vector<float>& w, const std::vector<float>& b,
-                              double eps) {
-  const int64_t cg = p.C / p.groups, L = cg * p.S;
-  std::vector<double> y(x.size());
-  auto index = [&](int64_t n, int64_t c, int64_t s) {
-    return p.layout == Layout::NCHW ? (n * p.C + c) * p.S + s : (n * p.S + s) * p.C + c;
-  };
-  for (int64_t n = 0; n < p.N; ++n)
-    for (int64_t g = 0; g < p.groups; ++g) {
-      double sum = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        for (int64_t s = 0; s < p.S; ++s) sum += x[index(n, c, s)];
-      const double mean = sum / L;
-      double m2 = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        for (int64_t s = 0; s < p.S; ++s)
-          m2 += (x[index(n, c, s)] - mean) * (x[index(n, c, s)] - mean);
-      const double rstd = 1.0 / std::sqrt(m2 / L + eps);
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-        const double wc = p.has_weight ? w[c] : 1.0, bc = p.has_bias ? b[c] : 0.0;
-        for (int64_t s = 0; s < p.S; ++s) {
-          double z = (x[index(n, c, s)] - mean) * rstd * wc + bc;
-          if (p.activation == Activation::SiLU) z = z / (1.0 + std::exp(-z));
-          y[index(n, c, s)] = z;
-        }
-      }
-    }
-  return y;
-}
-
 std::vector<float> random_values(DType t, size_t n, float scale, float shift, std::mt19937_64& g) {
   std::normal_distribution<float> d(shift, scale);
   std::vector<float> v(n);
   for (auto& e : v) {
     unsigned char buf[4];
-    kjit_test::store_as(t, d(g), buf);
-    e = kjit_test::load_as(t, buf);  // exactly representable in t
+    kjit::host::store_as(t, d(g), buf);
+    e = kjit::host::load_as(t, buf);  // exactly representable in t
   }
   return v;
 }
 
 std::vector<unsigned char> to_bytes(DType t, const std::vector<float>& v) {
   std::vector<unsigned char> b(v.size() * kjit::dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) kjit_test::store_as(t, v[i], &b[i * kjit::dtype_size(t)]);
+  for (size_t i = 0; i < v.size(); ++i) kjit::host::store_as(t, v[i], &b[i * kjit::dtype_size(t)]);
   return b;
 }
 
 struct Result {
-  kjit_test::ErrorStats err;
+  kjit::host::ErrorStats err;
   std::string config;
 };
 
@@ -111,10 +80,11 @@ Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
   std::vector<unsigned char> yb(n * esz);
   (cs.in_place ? dx : dy).download(yb.data(), yb.size(), off);
   std::vector<float> y(n);
-  for (size_t i = 0; i < n; ++i) y[i] = kjit_test::load_as(p.dtype, &yb[i * esz]);
-  auto ref = reference(p, x, w, b, cs.eps);
+  for (size_t i = 0; i < n; ++i) y[i] = kjit::host::load_as(p.dtype, &yb[i * esz]);
+  auto ref = kjit::reference::group_norm(p, x, p.has_weight ? w.data() : nullptr,
+                                         p.has_bias ? b.data() : nullptr, cs.eps);
   Result r;
-  r.err = kjit_test::compare(y, ref, 1e-4, 1e-4);
+  r.err = kjit::host::compare(y, ref, 1e-4, 1e-4);
   r.config = kjit::ops::group_norm_heuristic(p, rt.props().cc(), !cs.offset).describe();
   return r;
 }

@@ -86,4 +86,9 @@ class Graph {
 
 void synchronize(Runtime& rt);
 
+// A CUDA driver entry point by name, from the libcuda kjit loaded ("cuLaunchKernel", ...), for
+// host code that wants the driver API without linking libcuda. Cast to the function's type as
+// declared in cuda.h of the toolkit kjit was built with. Throws NoDriver / NotFound.
+void* driver_proc(const char* name);
+
 }  // namespace kjit

@@ -80,7 +80,7 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
   const bool affine = p.has_weight || p.has_bias;
   plan->launch.shared_bytes = static_cast<unsigned>(
-      (64 + (affine && c.smem_affine ? teams * 2 * (p.C / p.groups) : 0)) * 4);
+      (128 + (affine && c.smem_affine ? teams * 2 * (p.C / p.groups) : 0)) * 4);
   plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
   return plan;
 }

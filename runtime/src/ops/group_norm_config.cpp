@@ -9,8 +9,11 @@
 namespace kjit::ops {
 namespace {
 
-constexpr int kMaxHeldFloats = 32;    // registers per thread spent on the held slice
-constexpr int kMaxThreadsHeld = 512;  // CTA size while holding (room for 128 registers each)
+// Registers per thread spent on the held slice: what fits next to the kernel's own ~40 while
+// keeping two CTAs per SM (65536 registers): 64 floats up to 256 threads, 32 up to 512.
+int max_held_floats(int64_t threads) {
+  return threads <= 256 ? 64 : threads <= 512 ? 32 : 16;
+}
 constexpr int kSmemAffineBytes = 40 * 1024;
 constexpr int64_t kBusyCtas = 264;  // ~2 CTAs per SM on a 132-SM Hopper: spread below this
 
@@ -42,14 +45,16 @@ int max_cluster(int cc) {
   return cc >= 90 ? 16 : 1;
 }
 
-// Threads and vectors per thread for m vectors in one CTA: the least idle slots, then the most
-// vectors per thread (more loads in flight). Returns false when m does not fit.
-bool fit_cta(int64_t m, int max_iters, int max_threads, int* threads, int* iters) {
+// Threads and vectors per thread for m vectors in one CTA of at most max_threads: the least
+// idle slots, then the most vectors per thread (more loads in flight, fewer warps to merge).
+// Returns false when m does not fit in registers.
+bool fit_cta(int64_t m, int vec, int max_threads, int* threads, int* iters) {
   int64_t best_slots = LLONG_MAX;
-  for (int i = 1; i <= max_iters; ++i) {
+  for (int i = 1; i * vec <= 64; ++i) {
     const int64_t t = std::max<int64_t>(32, round_up(ceil_div(m, i), 32));
     if (t > max_threads) continue;
     const int64_t it = ceil_div(m, t);
+    if (it * vec > max_held_floats(t)) continue;
     const int64_t slots = t * it;
     if (slots < best_slots || (slots == best_slots && it > *iters)) {
       best_slots = slots;
@@ -132,7 +137,6 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
   c.vec = vec_width(p, aligned);
   const int64_t nvec = group_len(p) / c.vec;
   const int64_t ngroups = std::max<int64_t>(1, p.N * p.groups);
-  const int max_iters = std::max(1, kMaxHeldFloats / c.vec);
 
   if (nvec <= 128) {  // tiny: a few lanes of a warp per group, several groups per CTA
     c.team = std::min(32, pow2_ceil(ceil_div(nvec, 4)));
@@ -142,12 +146,16 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
     set_smem_affine(p, &c);
     return c;
   }
-  // Spread few large groups over a cluster each, while every CTA keeps >= 1024 vectors.
+  // Spread few large groups over a cluster each, while every CTA keeps >= 512 vectors.
   const int cmax = max_cluster(cc);
   int cs = 1;
-  while (cs < cmax && ngroups * cs < kBusyCtas && nvec / (2 * cs) >= 1024) cs *= 2;
-  // Grow the cluster until the group fits in its registers.
-  while (!fit_cta(ceil_div(nvec, cs), max_iters, kMaxThreadsHeld, &c.threads, &c.iters)) {
+  while (cs < cmax && ngroups * cs < kBusyCtas && nvec / (2 * cs) >= 512) cs *= 2;
+  // Grow the cluster until the group fits in its registers; small CTAs first.
+  for (;;) {
+    const int64_t m = ceil_div(nvec, cs);
+    if (fit_cta(m, c.vec, 256, &c.threads, &c.iters) ||
+        fit_cta(m, c.vec, 512, &c.threads, &c.iters))
+      break;
     if (cs >= cmax) {
       c.stream = true;
       break;
@@ -177,7 +185,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   const int64_t nvec = group_len(p) / h.vec;
   if (h.team < h.threads) {  // tiny: other team sizes and CTA sizes
     for (int team : {1, 2, 4, 8, 16, 32}) {
-      if (ceil_div(nvec, team) > std::max(1, kMaxHeldFloats / h.vec)) continue;
+      if (ceil_div(nvec, team) * h.vec > 64) continue;
       for (int threads : {64, 128, 256}) {
         GroupNormConfig c = h;
         c.team = team;
@@ -190,23 +198,23 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   }
   const int cmax = max_cluster(cc);
   for (int cs = 1; cs <= cmax; cs *= 2) {
-    for (int max_threads : {256, 512, 1024}) {
-      const int max_iters = std::max(1, (max_threads == 1024 ? 16 : kMaxHeldFloats) / h.vec);
+    for (int max_threads : {128, 256, 512, 1024}) {
       GroupNormConfig c = h;
       c.cluster = cs;
       c.stream = false;
-      if (!fit_cta(ceil_div(nvec, cs), max_iters, max_threads, &c.threads, &c.iters)) continue;
+      if (!fit_cta(ceil_div(nvec, cs), h.vec, max_threads, &c.threads, &c.iters)) continue;
       c.team = c.threads;
       add(c);
     }
   }
-  if (out.size() == 1 && h.stream) {
-    for (int cs : {8, 16})
-      if (cs <= cmax) {
-        GroupNormConfig c = h;
-        c.cluster = cs;
-        add(c);
-      }
+  for (int cs : {4, 8, 16}) {  // streaming, for groups no cluster holds (and as a contender)
+    if (cs > cmax || nvec < int64_t{cs} * 4096) continue;
+    GroupNormConfig c = h;
+    c.cluster = cs;
+    c.stream = true;
+    c.threads = c.team = 512;
+    c.iters = 4;
+    add(c);
   }
   return out;
 }

@@ -1,4 +1,5 @@
-// Host-side 16-bit conversions and float64 references shared by the GPU tests and tools.
+// Host-side fp16/bf16 conversions (round to nearest even) and error metrics, for checking
+// kernels against references: used by kjit's tests and kjit-bench, and handy in host apps.
 #pragma once
 
 #include <cmath>
@@ -6,9 +7,11 @@
 #include <cstring>
 #include <vector>
 
+#include <algorithm>
+
 #include "kjit/dtype.hpp"
 
-namespace kjit_test {
+namespace kjit::host {
 
 inline uint16_t float_to_bf16(float f) {
   uint32_t u;
@@ -108,4 +111,4 @@ inline ErrorStats compare(const std::vector<float>& out, const std::vector<doubl
   return s;
 }
 
-}  // namespace kjit_test
+}  // namespace kjit::host

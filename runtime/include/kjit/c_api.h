@@ -1,0 +1,32 @@
+/* kjit's C ABI: for Python (ctypes) and other FFI callers. One process-wide runtime on the
+ * device KJIT_DEVICE (default 0), created on first use. Every function returns 0 on success or
+ * a nonzero kjit error code (Errc + 1), with the message in kjit_last_error() (per thread). */
+#ifndef KJIT_C_API_H
+#define KJIT_C_API_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const char* kjit_last_error(void);
+const char* kjit_version(void);
+
+/* dtype: "f32" | "f16" | "bf16" (params use the same dtype); layout: "nchw" | "nhwc".
+ * weight/bias may be NULL (no affine). stream: a CUstream / cudaStream_t (NULL = legacy). */
+int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
+                    int64_t groups, int silu, const void* x, void* y, const void* weight,
+                    const void* bias, float eps, void* stream, int autotune);
+
+/* Compile and load ahead (so a later call inside a graph capture compiles nothing). Writes the
+ * chosen config as text into buf (size bytes). */
+int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
+                            int64_t groups, int silu, int affine, int autotune, char* buf,
+                            int64_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KJIT_C_API_H */

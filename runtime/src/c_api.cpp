@@ -1,0 +1,97 @@
+#include "kjit/c_api.h"
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "kjit/error.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/runtime.hpp"
+#include "kjit/version.hpp"
+
+namespace {
+
+thread_local std::string g_error;
+
+kjit::Runtime& runtime() {
+  static kjit::Runtime rt;
+  return rt;
+}
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    g_error.clear();
+    return 0;
+  } catch (const kjit::Error& e) {
+    g_error = std::string(kjit::errc_name(e.code())) + ": " + e.what();
+    return static_cast<int>(e.code()) + 1;
+  } catch (const std::exception& e) {
+    g_error = std::string("internal: ") + e.what();
+    return 1000;
+  }
+}
+
+kjit::ops::Layout parse_layout(const char* s) {
+  const std::string l = s ? s : "";
+  if (l == "nchw") return kjit::ops::Layout::NCHW;
+  if (l == "nhwc") return kjit::ops::Layout::NHWC;
+  throw kjit::Error(kjit::Errc::InvalidArgument, "layout '" + l + "' must be nchw or nhwc");
+}
+
+kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, int64_t n, int64_t c,
+                                       int64_t s, int64_t groups, int silu, bool affine) {
+  kjit::ops::GroupNormProblem p;
+  p.dtype = p.param_dtype = kjit::parse_dtype(dtype ? dtype : "");
+  p.layout = parse_layout(layout);
+  p.N = n;
+  p.C = c;
+  p.S = s;
+  p.groups = groups;
+  p.activation = silu ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+  p.has_weight = p.has_bias = affine;
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* kjit_last_error(void) {
+  return g_error.c_str();
+}
+const char* kjit_version(void) {
+  return KJIT_VERSION_STRING;
+}
+
+int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
+                    int64_t groups, int silu, const void* x, void* y, const void* weight,
+                    const void* bias, float eps, void* stream, int autotune) {
+  return guarded([&] {
+    auto p = gn_problem(dtype, layout, n, c, s, groups, silu, weight || bias);
+    p.has_weight = weight != nullptr;
+    p.has_bias = bias != nullptr;
+    kjit::ops::GroupNormOptions o;
+    o.eps = eps;
+    o.autotune = autotune != 0;
+    kjit::ops::group_norm(runtime(), p, x, y, weight, bias, o, static_cast<CUstream>(stream));
+  });
+}
+
+int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
+                            int64_t groups, int silu, int affine, int autotune, char* buf,
+                            int64_t size) {
+  return guarded([&] {
+    auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
+    kjit::ops::GroupNormOptions o;
+    o.autotune = autotune != 0;
+    const std::string d = kjit::ops::prepare_group_norm(runtime(), p, o).describe();
+    if (buf && size > 0) {
+      std::strncpy(buf, d.c_str(), static_cast<size_t>(size) - 1);
+      buf[size - 1] = '\0';
+    }
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""kjit vs PyTorch eager vs torch.compile, same shapes, same GPU, same method.
+
+Runs on a machine with a GPU and PyTorch. One command:
+
+    python3 tools/bench.py --build build --out results/   # table on stdout, JSON + markdown + plot
+
+1. runs build/tools/kjit-bench --json (kjit's device time, host overhead, its own float64 check,
+   copy bandwidth measured in the same run);
+2. loads kjit's C ABI (libkjit_c.so) and, for every shape, checks kjit's output against a float64
+   PyTorch reference *before* timing anything (a wrong fast kernel is a failure, not a result);
+3. times PyTorch eager and torch.compile (static shapes) the way kjit-bench times kjit: a CUDA
+   graph of K back-to-back calls over rotating inputs larger than the L2, events around each
+   replay, median over replays, divided by K; also each one's host time per call.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+# One compiled function per shape: never fall back to eager because of the recompile limit.
+torch._dynamo.config.recompile_limit = 10_000
+torch._dynamo.config.cache_size_limit = 10_000
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+ROTATE_BYTES = 160 << 20  # > 2x the 60 MB L2 of an H200
+
+
+def graph_time_us(fn, nsets, k, replays):
+    """fn(i) enqueues call i on the current stream. Median device us per call."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(k):  # warm-up outside the graph (allocations, autotuning, loads)
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(k):
+            fn(i)
+    for _ in range(3):
+        g.replay()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    per_call = []
+    for _ in range(replays):
+        start.record()
+        g.replay()
+        stop.record()
+        stop.synchronize()
+        per_call.append(start.elapsed_time(stop) * 1000.0 / k)
+    del g
+    return statistics.median(per_call)
+
+
+def host_us(fn, batch=100, batches=11):
+    fn()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(batches):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        t.append((time.perf_counter() - t0) * 1e6 / batch)
+    torch.cuda.synchronize()
+    return statistics.median(t)
+
+
+def rel_l2(out, ref):
+    out, ref = out.double(), ref.double()
+    if not torch.isfinite(out).all():
+        return math.inf
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-300)).item()
+
+
+class Kjit:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.kjit_last_error.restype = ctypes.c_char_p
+        self.lib.kjit_group_norm.argtypes = [
+            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+        self.lib.kjit_group_norm_prepare.argtypes = [
+            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+            ctypes.c_int64]
+
+    def check(self, rc):
+        if rc != 0:
+            raise RuntimeError("kjit: " + self.lib.kjit_last_error().decode())
+
+    def group_norm(self, dtype, x, groups, w, b, y, eps=1e-5):
+        n, c = x.shape[0], x.shape[1]
+        s = x.numel() // max(1, n * c)
+        stream = torch.cuda.current_stream().cuda_stream
+        self.check(self.lib.kjit_group_norm(
+            dtype.encode(), b"nchw", n, c, s, groups, 1, x.data_ptr(), y.data_ptr(),
+            w.data_ptr(), b.data_ptr(), eps, stream, 0))
+
+
+def bench_group_norm(kj, case, replays):
+    shape, groups, dt = case["shape"], case["groups"], case["dtype"]
+    tdt = DTYPES[dt]
+    torch.manual_seed(0)
+    x0 = torch.randn(shape, device="cuda", dtype=torch.float32).mul_(2).add_(1).to(tdt)
+    w = torch.randn(shape[1], device="cuda").mul_(0.5).add_(1).to(tdt)
+    b = torch.randn(shape[1], device="cuda").mul_(0.5).to(tdt)
+    ref = F.silu(F.group_norm(x0.double(), groups, w.double(), b.double(), 1e-5))
+    tol = 1e-5 if dt == "f32" else 1e-2
+    row = {"op": "group_norm", "dtype": dt,
+           "shape": "x".join(map(str, shape)) + f"/G{groups}"}
+
+    def eager(x):
+        return F.silu(F.group_norm(x, groups, w, b, 1e-5))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(eager, dynamic=False)
+    # Correct first: kjit, eager and compile against the float64 reference.
+    y = torch.full_like(x0, float("nan"))
+    kj.group_norm(dt, x0, groups, w, b, y)
+    torch.cuda.synchronize()
+    row["kjit_rel_l2"] = rel_l2(y, ref)
+    row["kjit_allclose_1e-4"] = bool(torch.allclose(y.double(), ref, atol=1e-4, rtol=1e-4))
+    row["kjit_correct"] = row["kjit_rel_l2"] <= tol
+    row["eager_rel_l2"] = rel_l2(eager(x0), ref)
+    row["compile_rel_l2"] = rel_l2(compiled(x0), ref)
+    del ref
+    if not row["kjit_correct"]:
+        return row
+
+    nbytes = x0.numel() * x0.element_size()
+    nsets = max(2, -(-ROTATE_BYTES // (2 * nbytes)))
+    k = max(nsets, 20)
+    xs = [x0.clone() for _ in range(nsets)]
+    ys = [torch.empty_like(x0) for _ in range(nsets)]
+    row["kjit_torch_graph_us"] = graph_time_us(
+        lambda i: kj.group_norm(dt, xs[i % nsets], groups, w, b, ys[i % nsets]), nsets, k, replays)
+    row["eager_us"] = graph_time_us(lambda i: eager(xs[i % nsets]), nsets, k, replays)
+    row["compile_us"] = graph_time_us(lambda i: compiled(xs[i % nsets]), nsets, k, replays)
+    row["eager_host_us"] = host_us(lambda: eager(x0))
+    row["compile_host_us"] = host_us(lambda: compiled(x0))
+    row["silu_only_us"] = graph_time_us(lambda i: F.silu(xs[i % nsets]), nsets, k, replays)
+    row["torch_copy_us"] = graph_time_us(lambda i: ys[i % nsets].copy_(xs[i % nsets]), nsets, k, replays)
+    return row
+
+
+def run_kjit_bench(build, replays, extra):
+    out = os.path.join(build, "kjit-bench.json")
+    cmd = [os.path.join(build, "tools", "kjit-bench"), "--json", out, "--replays", str(replays)] + extra
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=False)
+    with open(out) as f:
+        return json.load(f)
+
+
+def geomean(v):
+    v = [x for x in v if x and x > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+
+
+def table(kb, peers):
+    copy = kb["copy_gbps"]
+    by_key = {(r["op"], r["shape"], r["dtype"]): r for r in kb.get("results", [])}
+    lines = ["| op | shape | dtype | kjit us | eager us | compile us | speedup vs best peer | "
+             "GB/s | % of copy | kjit host us | eager host us | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    speedups = []
+    for p in peers:
+        k = by_key.get((p["op"], p["shape"], p["dtype"]), {})
+        kus = k.get("device_us")
+        best = min(p.get("eager_us", math.inf), p.get("compile_us", math.inf))
+        sp = best / kus if kus and math.isfinite(best) else float("nan")
+        if p.get("kjit_correct") and k.get("correct", False):
+            speedups.append(sp)
+            check = f"ok ({p['kjit_rel_l2']:.1e})"
+        else:
+            check = "WRONG"
+        lines.append(
+            f"| {p['op']} | {p['shape']} | {p['dtype']} | {kus or float('nan'):.2f} | "
+            f"{p.get('eager_us', float('nan')):.2f} | {p.get('compile_us', float('nan')):.2f} | "
+            f"{sp:.2f}x | {k.get('gbps', float('nan')):.0f} | "
+            f"{100 * k.get('gbps', float('nan')) / copy:.1f}% | {k.get('host_us', float('nan')):.2f} | "
+            f"{p.get('eager_host_us', float('nan')):.1f} | {check} |")
+    lines.append(f"\nGeometric-mean speedup over the faster peer: **{geomean(speedups):.2f}x** "
+                 f"({len(speedups)} shapes). Copy bandwidth measured in the same run: {copy:.0f} GB/s.")
+    return "\n".join(lines)
+
+
+def plot(kb, peers, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot", file=sys.stderr)
+        return
+    copy = kb["copy_gbps"]
+    by_key = {(r["op"], r["shape"], r["dtype"]): r for r in kb.get("results", [])}
+    labels, kj, ea, co = [], [], [], []
+    for p in peers:
+        k = by_key.get((p["op"], p["shape"], p["dtype"]))
+        if not k or "eager_us" not in p:
+            continue
+        nbytes = k["bytes"]
+        pct = lambda us: 100.0 * nbytes / (us * 1e-6) / 1e9 / copy
+        labels.append(f"{p['shape']} {p['dtype']}")
+        kj.append(pct(k["device_us"]))
+        ea.append(pct(p["eager_us"]))
+        co.append(pct(p["compile_us"]))
+    fig, ax = plt.subplots(figsize=(max(8, len(labels) * 0.6), 5))
+    xs = range(len(labels))
+    ax.bar([i - 0.27 for i in xs], kj, 0.27, label="kjit")
+    ax.bar(list(xs), co, 0.27, label="torch.compile")
+    ax.bar([i + 0.27 for i in xs], ea, 0.27, label="PyTorch eager")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("% of measured copy bandwidth (read x + write y)")
+    ax.axhline(80, color="gray", linestyle="--", linewidth=0.8)
+    ax.set_title(f"{kb['device']['name']}: GroupNorm+SiLU, % of {copy:.0f} GB/s copy bandwidth")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--only", default="", help="substring filter on 'shape dtype'")
+    ap.add_argument("--kjit-args", default="", help="extra arguments for kjit-bench")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    kb = run_kjit_bench(args.build, args.replays, args.kjit_args.split())
+    kj = Kjit(os.path.join(args.build, "runtime", "libkjit_c.so"))
+    peers = []
+    for r in kb.get("results", []):
+        if args.only and args.only not in f"{r['shape']} {r['dtype']}":
+            continue
+        shape, g = r["shape"].split("/G")
+        case = {"shape": [int(v) for v in shape.split("x")], "groups": int(g), "dtype": r["dtype"]}
+        t0 = time.time()
+        row = bench_group_norm(kj, case, args.replays)
+        peers.append(row)
+        print(json.dumps(row), f"({time.time() - t0:.0f}s)", flush=True)
+        torch.cuda.empty_cache()
+    md = table(kb, peers)
+    env = (f"GPU {kb['device']['name']}, driver {kb['device']['driver']}, NVRTC {kb['device']['nvrtc']}, "
+           f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}), "
+           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    with open(os.path.join(args.out, "bench.md"), "w") as f:
+        f.write(env + "\n\n" + md + "\n")
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"kjit": kb, "peers": peers, "env": env}, f, indent=1)
+    plot(kb, peers, os.path.join(args.out, "bench.png"))
+    print(env)
+    print(md)
+    ok = all(p.get("kjit_correct") for p in peers)
+    sys.exit(0 if ok else 3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+// What kjit-bench measures: one case per (op, shape, dtype), and its result row.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kjit/kjit.hpp"
+
+namespace kjit_bench {
+
+struct Case {
+  std::string op;              // "group_norm"
+  std::vector<int64_t> shape;  // as PyTorch gives it
+  int64_t groups = 0;
+  std::string dtype = "f32";
+  std::string layout = "nchw";
+};
+
+struct Settings {
+  int replays = 30;
+  bool autotune = false;
+  bool check = true;
+  int64_t rotate_bytes = int64_t{160} << 20;  // > 2x the 60 MB L2 of an H200
+};
+
+std::vector<Case> default_cases();
+std::vector<Case> load_cases(const std::string& path);  // JSON array of case objects
+std::string shape_text(const Case& c);
+
+// Runs one case and returns its row (device_us, host_us, bytes, GB/s, error, config, ...).
+nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s);
+
+}  // namespace kjit_bench

@@ -1,0 +1,76 @@
+// kjit-bench: device time, host overhead and bandwidth of kjit's ops over a shape list, plus
+// the JIT path's costs; JSON out. Peers (PyTorch eager / torch.compile) are measured by
+// tools/bench_peers.py in the same way; tools/bench.py runs both and prints the table.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "cases.hpp"
+#include "jit_bench.hpp"
+#include "timing.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kjit-bench: kjit ops on this GPU (device time by CUDA-graph replay)"};
+  std::string shapes_file, json_file, only_op;
+  kjit_bench::Settings s;
+  bool skip_jit = false;
+  app.add_option("--shapes", shapes_file, "JSON array of {op, shape, groups, dtype, layout}");
+  app.add_option("--json", json_file, "write all results to this file");
+  app.add_option("--op", only_op, "only this op (group_norm)");
+  app.add_option("--replays", s.replays, "graph replays per case (median taken)")
+      ->check(CLI::Range(5, 100000));
+  app.add_flag("--autotune", s.autotune, "autotune each problem first");
+  app.add_flag(
+      "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
+  app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    kjit::Runtime rt;
+    kjit::Stream stream(rt);
+    nlohmann::json out;
+    const auto& p = rt.props();
+    out["device"] = {{"name", p.name},
+                     {"sm_count", p.sm_count},
+                     {"driver", p.driver_version},
+                     {"arch", rt.arch()},
+                     {"nvrtc", kjit::Compiler::nvrtc_version()}};
+    if (!skip_jit) {
+      out["jit"] = kjit_bench::run_jit(rt, stream);
+      std::printf("jit: %s\n", out["jit"].dump().c_str());
+    }
+    const double copy = kjit_bench::copy_bandwidth_gbps(rt, stream);
+    out["copy_gbps"] = copy;
+    std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy);
+    auto cases =
+        shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
+    std::printf("%-12s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
+                "host us", "GB/s", "%copy", "rel_l2", "config");
+    bool all_correct = true;
+    for (const auto& c : cases) {
+      if (!only_op.empty() && c.op != only_op) continue;
+      nlohmann::json row;
+      if (c.op == "group_norm") {
+        row = kjit_bench::run_group_norm(rt, stream, c, s);
+      } else {
+        std::fprintf(stderr, "kjit-bench: unknown op '%s' in the shape list\n", c.op.c_str());
+        return 2;
+      }
+      row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
+      if (row.contains("correct") && !row["correct"].get<bool>()) all_correct = false;
+      std::printf("%-12s %-22s %-5s %10.2f %9.2f %8.0f %5.1f%% %9.2e  %s%s\n", c.op.c_str(),
+                  row["shape"].get<std::string>().c_str(), c.dtype.c_str(),
+                  row["device_us"].get<double>(), row["host_us"].get<double>(),
+                  row["gbps"].get<double>(), row["pct_copy"].get<double>(),
+                  row.value("rel_l2", 0.0), row["config"].get<std::string>().c_str(),
+                  row.value("correct", true) ? "" : "  WRONG");
+      std::fflush(stdout);
+      out["results"].push_back(row);
+    }
+    if (!json_file.empty()) std::ofstream(json_file) << out.dump(2) << "\n";
+    return all_correct ? 0 : 3;
+  } catch (const kjit::Error& e) {
+    std::fprintf(stderr, "kjit-bench: %s error: %s\n", kjit::errc_name(e.code()), e.what());
+    return 1;
+  }
+}
