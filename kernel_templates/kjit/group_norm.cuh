@@ -29,8 +29,9 @@ struct Stat {
 // Chan et al.: the merge of two disjoint sets. Callers always pass the lower-ranked set first,
 // so every thread that merges the same pair gets the same bits.
 __forceinline__ Stat merge(const Stat& a, const Stat& b) {
+  if (b.n == 0.f) return a;  // empty sets (idle lanes) merge exactly
+  if (a.n == 0.f) return b;
   const float n = a.n + b.n;
-  if (n == 0.f) return a;
   const float d = b.mean - a.mean;
   const float fb = __fdividef(b.n, n);  // counts are exact integers; ~2 ulp is plenty
   return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
@@ -63,15 +64,10 @@ __forceinline__ Stat team_merge(Stat s, float* scratch) {
       scratch[64 + warp] = s.m2;
     }
     __syncthreads();
+    // Lanes past the last warp hold empty sets: a full-warp butterfly gives every lane the total.
     Stat w = lane < kWarps ? Stat{scratch[lane], scratch[32 + lane], scratch[64 + lane]}
                            : Stat{0.f, 0.f, 0.f};
-    constexpr int kWidth = kWarps <= 1    ? 1
-                           : kWarps <= 2  ? 2
-                           : kWarps <= 4  ? 4
-                           : kWarps <= 8  ? 8
-                           : kWarps <= 16 ? 16
-                                          : 32;
-    return warp_merge<kWidth>(w);
+    return warp_merge<32>(w);
   } else {
     return warp_merge<kTpg>(s);
   }
@@ -95,7 +91,7 @@ __forceinline__ Stat cluster_merge(Stat s, float* slot) {
     if (lane < kCluster)
       r = Stat{cluster_load(slot, lane), cluster_load(slot + 1, lane),
                cluster_load(slot + 2, lane)};
-    return warp_merge<kCluster>(r);
+    return warp_merge<32>(r);  // every lane gets the cluster's total
   }
 }
 
