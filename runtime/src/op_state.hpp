@@ -3,6 +3,7 @@
 
 #include "kjit/runtime.hpp"
 #include "ops/group_norm_plan.hpp"
+#include "ops/linear_gn_min_plan.hpp"
 
 namespace kjit {
 
@@ -10,6 +11,7 @@ struct Runtime::OpState {
   explicit OpState(Runtime& rt) : rt(rt) {}
   Runtime& rt;
   ops::detail::GnPlanTable group_norm;
+  ops::detail::LgmState linear_gn_min;  // cuBLASLt handle, plans, per-stream workspaces
 };
 
 }  // namespace kjit

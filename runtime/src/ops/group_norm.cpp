@@ -7,17 +7,10 @@
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "op_state.hpp"
+#include "ops/autotune_env.hpp"
 
 namespace kjit::ops {
 namespace {
-
-bool env_autotune() {
-  static const bool on = [] {
-    const char* e = std::getenv("KJIT_AUTOTUNE");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return on;
-}
 
 [[noreturn]] void bad(const GroupNormProblem& p, const std::string& what) {
   throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");
@@ -140,7 +133,7 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
   const bool aligned =
       ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
   const detail::GnPlan& plan =
-      plan_for(rt, p, aligned, opt.autotune || env_autotune(), opt.eps, stream);
+      plan_for(rt, p, aligned, opt.autotune || detail::env_autotune(), opt.eps, stream);
   const void* w = p.has_weight ? weight : nullptr;
   const void* b = p.has_bias ? bias : nullptr;
   float eps = opt.eps;
@@ -160,7 +153,7 @@ GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt) {
   validate(p);
   if (p.N == 0 || p.S == 0) return group_norm_heuristic(p, rt.props().cc());
-  return plan_for(rt, p, true, opt.autotune || env_autotune(), opt.eps, nullptr).config;
+  return plan_for(rt, p, true, opt.autotune || detail::env_autotune(), opt.eps, nullptr).config;
 }
 
 }  // namespace kjit::ops

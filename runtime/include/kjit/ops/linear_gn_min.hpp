@@ -1,0 +1,129 @@
+// Linear -> GroupNorm -> min over channels -> + bias (DESIGN.md, "Ops" item 2), exactly as
+//
+//   x = nn.Linear(K, N)(x)                       # x [M, K] -> [M, N]; weight [N, K], bias lb [N]
+//   x = nn.GroupNorm(G, N)(x)                    # own gamma/beta [N] and eps
+//   x = torch.min(x, dim=1, keepdim=True)[0]     # [M, 1]
+//   return x + bias                              # bias of shape (1, N, 1, 1)
+//
+// PyTorch broadcasting right-aligns [M, 1] with [1, N, 1, 1], so the result has shape
+// [1, N, M, 1]: out[0, c, m, 0] = min_m + bias[c]. kjit writes it as that contiguous tensor, i.e.
+// a [N, M] buffer with out[c * M + m]. cuBLASLt computes Y = x W^T + lb (bias epilogue) into a
+// workspace; one NVRTC kernel specialized on (N, G, launch shape) reads Y once and writes out.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kjit/runtime.hpp"
+#include "kjit/spec.hpp"
+
+namespace kjit::ops {
+
+// The GEMM's arithmetic. Everything after the GEMM is fp32 in every mode.
+enum class Precision {
+  Fp32,        // strict FP32: CUBLAS_COMPUTE_32F (the default; matches PyTorch with TF32 off)
+  Tf32,        // opt-in: fp32 inputs, CUBLAS_COMPUTE_32F_FAST_TF32 (10-bit mantissa products)
+  Bf16Inputs,  // opt-in: x and weight given as bf16 by the caller; fp32 accumulate and output
+};
+const char* precision_name(Precision p);  // "fp32", "tf32", "bf16-inputs"
+
+struct LinearGnMinProblem {
+  int64_t M = 0;  // batch: rows of x (>= 1)
+  int64_t K = 0;  // in_features (>= 1)
+  int64_t N = 0;  // out_features = GroupNorm channels (>= 1, <= 2^24)
+  int64_t G = 0;  // GroupNorm groups (>= 1, N % G == 0)
+  Precision precision = Precision::Fp32;
+
+  std::string describe() const;
+  std::vector<int64_t> output_shape() const { return {1, N, M, 1}; }  // PyTorch's result shape
+};
+
+// Launch shape of the fused GroupNorm/min/bias kernel: what the heuristic picks and autotuning
+// searches over. A CTA of `threads` threads owns rows() = par() * seq consecutive rows; it reduces
+// par() rows at a time, each with a slice of `slice` threads, in which `sub` threads share one
+// group (sub == threads: the whole CTA owns each group in turn).
+struct GnMinConfig {
+  int threads = 256;
+  int slice = 256;
+  int sub = 1;
+  int seq = 1;
+  int vec = 4;       // 16-byte loads of Y (4) or scalar (1)
+  bool pad = true;   // shared-memory padding against bank conflicts (sub-warp sub-teams)
+  bool smem = true;  // rows staged in shared memory; false: read from global (very long rows)
+  bool affine_smem = false;  // gamma/beta staged in shared memory (sub-warp sub-teams)
+  bool out_vec = false;  // 16-byte stores of out (M % 4 == 0, out 16-byte aligned, rows() % 4 == 0)
+  int par() const { return threads / slice; }
+  int rows() const { return par() * seq; }
+  std::string describe() const;
+};
+
+struct LinearGnMinOptions {
+  float eps = 1e-5f;      // GroupNorm eps (finite, >= 0)
+  bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1: time the top 8 cuBLASLt algorithms
+                          // and the kernel's candidate configs once, keep the fastest (disk cache)
+};
+
+// Device memory a call needs besides its inputs and output: Y [M, N] fp32 (rounded up to 256
+// bytes) followed by the cuBLASLt workspace. Must be 256-byte aligned.
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p);
+constexpr size_t kLinearGnMinGemmWorkspace = size_t{32} << 20;  // the cuBLASLt part
+
+// out = min over channels of GroupNorm(x W^T + lb) + bias, shape [1, N, M, 1] (see above).
+// Device pointers in the runtime's context: x [M, K] and weight [N, K] row-major, fp32 (bf16 for
+// Precision::Bf16Inputs); linear_bias, gamma, beta, bias [N] and out [N * M] fp32. Every pointer
+// must be aligned to its element size. Enqueued on `stream`; nothing is allocated once the
+// problem has been seen (or prepared) and, without `ws`, once the stream has a workspace.
+//
+// Workspace: pass `ws` (>= linear_gn_min_workspace_size(p), 256-byte aligned) to own the memory;
+// concurrent calls must then use different workspaces. Without it, kjit uses a workspace of its
+// own per stream (allocated on first use on that stream, grown when a larger problem comes, freed
+// with the Runtime): calls on one stream are ordered by the stream, calls on different streams
+// use different memory. Throws InvalidArgument (naming the value and the rule) before anything is
+// enqueued; Errc::CaptureCompile when the stream is being captured and the call would have to
+// build a plan or allocate (call prepare_linear_gn_min / reserve_linear_gn_min_workspace first).
+void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
+                   const float* linear_bias, const float* gamma, const float* beta,
+                   const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
+                   Workspace ws = {});
+
+// What prepare chose for a problem.
+struct LinearGnMinInfo {
+  GnMinConfig config;               // the fused kernel's launch shape
+  std::string kernel;               // its instantiation
+  std::string gemm_algo;            // the cuBLASLt algorithm (id, tile, stages, split-k, ...)
+  std::string gemm_source;          // "heuristic", "autotuned", or "cache" (autotuned earlier)
+  size_t gemm_workspace_bytes = 0;  // what the algorithm uses of the cuBLASLt workspace
+  size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p)
+};
+
+// Builds the plan a call would use with 256-byte aligned x, weight, linear_bias and a 16-byte
+// aligned out (compiles the kernel, picks or autotunes the GEMM algorithm), so that such a call,
+// also inside a graph capture, builds nothing.
+LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
+                                      const LinearGnMinOptions& opt = {});
+// Makes sure kjit's own workspace for `stream` fits p (needed before capturing a call without a
+// caller workspace). Note: a graph captured that way uses that stream's workspace when replayed.
+void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream);
+
+// For tools and tests that need no GPU. Throws InvalidArgument when p breaks a rule.
+void validate(const LinearGnMinProblem& p);
+// Throws InvalidArgument when c cannot run p (the kernel template's rules).
+void validate(const LinearGnMinProblem& p, const GnMinConfig& c);
+// The default launch shape on a device of compute capability cc with sm_count SMs, and the
+// candidates autotuning tries (the heuristic's first). out_aligned: out is 16-byte aligned.
+GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count = 132,
+                             bool out_aligned = true);
+std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, int cc, int sm_count = 132,
+                                           bool out_aligned = true);
+Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c);
+size_t gn_min_smem_bytes(const LinearGnMinProblem& p, const GnMinConfig& c);  // dynamic smem
+
+}  // namespace kjit::ops

@@ -1,0 +1,330 @@
+// Linear -> GroupNorm -> min -> + bias: validation, plans (the hot path only looks them up),
+// kjit's per-stream workspaces, the cuBLASLt GEMM and the fused kernel's launch.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_driver.hpp"
+#include "kjit/error.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+#include "op_state.hpp"
+#include "ops/autotune_env.hpp"
+
+namespace kjit::ops {
+
+using kjit::detail::ContextGuard;
+namespace lt = kjit::detail::lt;
+
+namespace {
+
+[[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what) {
+  throw Error(Errc::InvalidArgument, "linear_gn_min: " + what + " (" + p.describe() + ")");
+}
+
+size_t ab_size(Precision pr) {
+  return pr == Precision::Bf16Inputs ? 2 : 4;
+}
+
+size_t round256(size_t v) {
+  return (v + 255) / 256 * 256;
+}
+
+int64_t align_class(const void* ptr, size_t esz) {
+  const auto a = reinterpret_cast<uintptr_t>(ptr);
+  return a % 256 == 0 ? 256 : a % 16 == 0 ? 16 : static_cast<int64_t>(esz);
+}
+
+void check_eps(const LinearGnMinProblem& p, float eps) {
+  if (!(eps >= 0.f) || std::isinf(eps))
+    bad(p, "eps = " + std::to_string(eps) + " must be finite and >= 0");
+}
+
+struct Span {
+  const char* name;
+  uintptr_t lo;
+  size_t bytes;
+  bool overlaps(const Span& o) const {
+    return bytes && o.bytes && lo < o.lo + o.bytes && o.lo < lo + bytes;
+  }
+};
+
+void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, const void* lb,
+                   const void* gamma, const void* beta, const void* bias, const void* out,
+                   float eps, const Workspace& ws) {
+  validate(p);
+  check_eps(p, eps);
+  const size_t ab = ab_size(p.precision);
+  const char* ab_name = ab == 2 ? "bf16" : "fp32";
+  auto check_ptr = [&](const void* ptr, const char* name, size_t esz, const char* type) {
+    if (!ptr) bad(p, std::string(name) + " is null");
+    if (reinterpret_cast<uintptr_t>(ptr) % esz != 0)
+      bad(p, std::string(name) + " is not aligned to its element size (" + std::to_string(esz) +
+                 " bytes for " + type + ")");
+  };
+  check_ptr(x, "x", ab, ab_name);
+  check_ptr(w, "weight", ab, ab_name);
+  check_ptr(lb, "linear_bias", 4, "fp32");
+  check_ptr(gamma, "gamma", 4, "fp32");
+  check_ptr(beta, "beta", 4, "fp32");
+  check_ptr(bias, "bias", 4, "fp32");
+  check_ptr(out, "out", 4, "fp32");
+  const size_t n4 = static_cast<size_t>(p.N) * 4;
+  auto span = [](const char* name, const void* ptr, size_t bytes) {
+    return Span{name, reinterpret_cast<uintptr_t>(ptr), bytes};
+  };
+  const Span o = span("out", out, static_cast<size_t>(p.M * p.N) * 4);
+  // The kernel reads gamma, beta and bias while it writes out. (x, weight and linear_bias are
+  // read by the GEMM, which the stream finishes before the kernel starts.)
+  for (const Span& s : {span("gamma", gamma, n4), span("beta", beta, n4), span("bias", bias, n4)})
+    if (o.overlaps(s)) bad(p, std::string("out overlaps ") + s.name);
+  if (!ws.ptr) {
+    if (ws.bytes != 0)
+      bad(p, "workspace.bytes = " + std::to_string(ws.bytes) + " given with a null workspace.ptr");
+    return;
+  }
+  const size_t need = linear_gn_min_workspace_size(p);
+  if (ws.bytes < need)
+    bad(p, "workspace of " + std::to_string(ws.bytes) +
+               " bytes is smaller than linear_gn_min_workspace_size = " + std::to_string(need));
+  if (reinterpret_cast<uintptr_t>(ws.ptr) % 256 != 0) bad(p, "workspace must be 256-byte aligned");
+  const Span wsp = span("workspace", ws.ptr, need);
+  const Span others[] = {span("x", x, static_cast<size_t>(p.M * p.K) * ab),
+                         span("weight", w, static_cast<size_t>(p.N * p.K) * ab),
+                         span("linear_bias", lb, n4),
+                         span("gamma", gamma, n4),
+                         span("beta", beta, n4),
+                         span("bias", bias, n4),
+                         o};
+  for (const Span& s : others)
+    if (wsp.overlaps(s)) bad(p, std::string("workspace overlaps ") + s.name);
+}
+
+detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int64_t alb,
+                       bool out_aligned, bool tune) {
+  return detail::LgmKey{p.M,  p.K, p.N, p.G, static_cast<int64_t>(p.precision),
+                        tune, ax,  aw,  alb, out_aligned};
+}
+
+void throw_if_capturing(CUstream stream, const LinearGnMinProblem& p, const char* what) {
+  if (!stream) return;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  KJIT_CU(cuStreamIsCapturing, stream, &st);
+  if (st != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw Error(Errc::CaptureCompile,
+                std::string("linear_gn_min: ") + what + " for " + p.describe() +
+                    " while the stream is being captured into a graph: call "
+                    "prepare_linear_gn_min (and reserve_linear_gn_min_workspace, or pass a "
+                    "workspace) before capturing");
+}
+
+const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearGnMinProblem& p,
+                                const detail::LgmKey& key, float eps, CUstream stream) {
+  if (const detail::LgmPlan* plan = st.plans.find(key)) return *plan;
+  throw_if_capturing(stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
+  return *st.plans.find_or_build(key, [&] {
+    auto plan = std::make_unique<detail::LgmPlan>();
+    plan->y_bytes = round256(static_cast<size_t>(p.M * p.N) * 4);
+    if (key.autotune) {
+      detail::autotune(rt, st, p, key, eps, plan.get());
+    } else {
+      detail::build_gemm(rt, st, p, key, &plan->gemm);
+      detail::build_kernel(
+          rt, p, gn_min_heuristic(p, rt.props().cc(), rt.props().sm_count, key.out_aligned),
+          nullptr, plan.get());
+    }
+    return plan;
+  });
+}
+
+// Heuristic and AlgoCheck look at the bias pointer's value for its alignment: a stand-in with
+// exactly the alignment class of the caller's.
+const void* bias_stand_in(int64_t align) {
+  return reinterpret_cast<const void*>(uintptr_t{1} << 40 | static_cast<uintptr_t>(align % 256));
+}
+
+}  // namespace
+
+namespace detail {
+
+LgmState::~LgmState() {
+  if (!kjit::detail::driver_available()) return;
+  const kjit::detail::Driver& d = kjit::detail::driver();
+  for (auto& kv : by_stream_)
+    if (kv.second.ptr) d.cuMemFree_fn(kv.second.ptr);
+  for (CUdeviceptr p : retired_) d.cuMemFree_fn(p);
+}
+
+cublasLtHandle_t LgmState::handle(Runtime& rt) {
+  std::call_once(handle_once_, [&] {
+    ContextGuard guard(rt.context());
+    handle_ = std::make_unique<lt::Handle>();
+  });
+  return handle_->get();
+}
+
+CUdeviceptr LgmState::workspace(Runtime& rt, CUstream stream, size_t bytes) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = by_stream_.find(stream);
+    if (it != by_stream_.end() && it->second.bytes >= bytes) return it->second.ptr;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (stream) KJIT_CU(cuStreamIsCapturing, stream, &cs);
+  if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw Error(Errc::CaptureCompile,
+                "linear_gn_min: the stream has no workspace of " + std::to_string(bytes) +
+                    " bytes yet and is being captured into a graph: call "
+                    "reserve_linear_gn_min_workspace before capturing, or pass a workspace");
+  std::unique_lock lock(mu_);
+  Buf& b = by_stream_[stream];
+  if (b.bytes >= bytes) return b.ptr;
+  ContextGuard guard(rt.context());
+  CUdeviceptr p = 0;
+  const CUresult r = kjit::detail::driver().cuMemAlloc_fn(&p, bytes);
+  if (r != CUDA_SUCCESS)
+    throw Error(Errc::Cuda, "linear_gn_min: cuMemAlloc of its " + std::to_string(bytes) +
+                                "-byte workspace failed: " + kjit::detail::cu_error_text(r));
+  if (b.ptr) retired_.push_back(b.ptr);
+  b.ptr = p;
+  b.bytes = bytes;
+  return p;
+}
+
+void configure_desc(lt::MatmulDesc& desc, const void* linear_bias) {
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const int32_t bias_type = CUDA_R_32F;
+  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, ta)
+      .set(CUBLASLT_MATMUL_DESC_TRANSB, tb)
+      .set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue)
+      .set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type)
+      .set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, linear_bias);
+}
+
+void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
+  g->ab_type = p.precision == Precision::Bf16Inputs ? CUDA_R_16BF : CUDA_R_32F;
+  g->compute = p.precision == Precision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const auto M = static_cast<uint64_t>(p.M), K = static_cast<uint64_t>(p.K),
+             N = static_cast<uint64_t>(p.N);
+  g->a = lt::Layout(g->ab_type, K, N, p.K);  // W [N, K] row-major = K x N column-major
+  g->b = lt::Layout(g->ab_type, K, M, p.K);  // x [M, K] row-major = K x M column-major
+  g->d = lt::Layout(CUDA_R_32F, N, M, p.N);  // Y [M, N] row-major = N x M column-major
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
+                                                             const LgmKey& key, LgmGemm& g,
+                                                             int count) {
+  lt::MatmulDesc desc(g.compute, CUDA_R_32F);
+  configure_desc(desc, bias_stand_in(key.align_lb));
+  lt::Preference pref;
+  pref.max_workspace(kLinearGnMinGemmWorkspace)
+      .min_alignment(static_cast<uint32_t>(key.align_w), static_cast<uint32_t>(key.align_x), 256,
+                     256);
+  cublasLtHandle_t h = st.handle(rt);
+  ContextGuard guard(rt.context());
+  return lt::heuristic(h, desc, g.a, g.b, g.d, g.d, pref, count);
+}
+
+bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
+                  const cublasLtMatmulAlgo_t& algo, size_t* workspace) {
+  lt::MatmulDesc desc(g.compute, CUDA_R_32F);
+  configure_desc(desc, bias_stand_in(key.align_lb));
+  cublasLtHandle_t h = st.handle(rt);
+  ContextGuard guard(rt.context());
+  return lt::algo_ok(h, desc, g.a, g.b, g.d, g.d, algo, workspace) &&
+         *workspace <= kLinearGnMinGemmWorkspace;
+}
+
+void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
+                LgmGemm* g) {
+  init_gemm(p, g);
+  const auto best = gemm_candidates(rt, st, key, *g, 1);
+  g->algo = best[0].algo;
+  g->workspace = best[0].workspaceSize;
+  g->source = "heuristic";
+}
+
+void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
+              CUdeviceptr lt_ws, CUstream stream, cublasLtHandle_t h) {
+  lt::MatmulDesc desc(g.compute, CUDA_R_32F);
+  configure_desc(desc, lb);
+  const float alpha = 1.f, beta = 0.f;
+  void* yp = reinterpret_cast<void*>(y);
+  lt::check(cublasLtMatmul(h, desc.get(), &alpha, w, g.a.get(), x, g.b.get(), &beta, yp, g.d.get(),
+                           yp, g.d.get(), &g.algo, reinterpret_cast<void*>(lt_ws),
+                           kLinearGnMinGemmWorkspace, stream),
+            "cublasLtMatmul");
+}
+
+void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c, CUstream stream,
+                  LgmPlan* plan) {
+  validate(p, c);
+  const size_t smem = gn_min_smem_bytes(p, c);
+  if (smem > static_cast<size_t>(rt.props().max_smem_per_block_optin))
+    throw Error(Errc::Unsupported, "linear_gn_min: config " + c.describe() + " needs " +
+                                       std::to_string(smem) + " bytes of shared memory; " +
+                                       rt.props().name + " allows " +
+                                       std::to_string(rt.props().max_smem_per_block_optin));
+  plan->config = c;
+  plan->launch.grid.x = static_cast<unsigned>((p.M + c.rows() - 1) / c.rows());
+  plan->launch.block.x = static_cast<unsigned>(c.threads);
+  plan->launch.shared_bytes = static_cast<unsigned>(smem);
+  plan->kernel = rt.kernel(gn_min_spec(p, c), stream);
+}
+
+void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* gamma, const float* beta,
+                   const float* bias, float eps, float* out, long long M, CUstream stream) {
+  const float* yp = reinterpret_cast<const float*>(y);
+  void* params[] = {&yp, &gamma, &beta, &bias, &eps, &out, &M};
+  plan.kernel.launch(stream, plan.launch, params);
+}
+
+}  // namespace detail
+
+size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p) {
+  validate(p);
+  return round256(static_cast<size_t>(p.M * p.N) * 4) + kLinearGnMinGemmWorkspace;
+}
+
+void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
+                   const float* linear_bias, const float* gamma, const float* beta,
+                   const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
+                   Workspace ws) {
+  validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt.eps, ws);
+  detail::LgmState& st = rt.op_state().linear_gn_min;
+  const size_t ab = ab_size(p.precision);
+  const detail::LgmKey key =
+      key_for(p, align_class(x, ab), align_class(weight, ab), align_class(linear_bias, 4),
+              reinterpret_cast<uintptr_t>(out) % 16 == 0, opt.autotune || detail::env_autotune());
+  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
+  const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr)
+                               : st.workspace(rt, stream, linear_gn_min_workspace_size(p));
+  cublasLtHandle_t h = st.handle(rt);
+  ContextGuard guard(rt.context());
+  detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.y_bytes, stream, h);
+  detail::launch_kernel(plan, y, gamma, beta, bias, opt.eps, out, p.M, stream);
+}
+
+LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
+                                      const LinearGnMinOptions& opt) {
+  validate(p);
+  check_eps(p, opt.eps);
+  detail::LgmState& st = rt.op_state().linear_gn_min;
+  const detail::LgmKey key =
+      key_for(p, 256, 256, 256, true, opt.autotune || detail::env_autotune());
+  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, nullptr);
+  LinearGnMinInfo info;
+  info.config = plan.config;
+  info.kernel = plan.kernel.instantiation();
+  info.gemm_algo = lt::describe(plan.gemm.algo);
+  info.gemm_source = plan.gemm.source;
+  info.gemm_workspace_bytes = plan.gemm.workspace;
+  info.workspace_bytes = linear_gn_min_workspace_size(p);
+  return info;
+}
+
+void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream) {
+  rt.op_state().linear_gn_min.workspace(rt, stream, linear_gn_min_workspace_size(p));
+}
+
+}  // namespace kjit::ops

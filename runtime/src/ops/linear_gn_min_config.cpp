@@ -1,0 +1,220 @@
+// Linear -> GroupNorm -> min -> + bias: problem validation, the fused kernel's launch-shape
+// heuristic, autotune candidates and the specialization a shape compiles to. Pure host code: no
+// GPU needed.
+#include <algorithm>
+#include <climits>
+
+#include "kjit/error.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+
+namespace kjit::ops {
+namespace {
+
+constexpr int64_t kMaxN = int64_t{1} << 24;  // the kernel indexes channels with int
+constexpr int kMaxRegFloats = 32;            // registers per thread prefetching the next rows
+constexpr int kMaxThreads = 1024;
+constexpr int kTargetRowRuns = 8;                   // rows per CTA for whole 32-byte output sectors
+constexpr int64_t kMaxOutIndex = int64_t{1} << 30;  // N * rows() per CTA, kept in int
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+int64_t pow2_floor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p <<= 1;
+  return p;
+}
+
+int64_t smem_budget(int cc) {
+  return cc >= 90 ? 160 * 1024 : cc >= 80 ? 96 * 1024 : 48 * 1024;
+}
+
+[[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what) {
+  throw Error(Errc::InvalidArgument, "linear_gn_min: " + what + " (" + p.describe() + ")");
+}
+
+int64_t padded(int64_t floats, bool pad) {
+  return (floats + (pad ? floats / 32 + 1 : 0) + 3) / 4 * 4;
+}
+
+// The shape for a slice of `slice` threads per row; seq = 0 picks the rows per CTA.
+GnMinConfig shape(const LinearGnMinProblem& p, int cc, int sm_count, bool out_aligned,
+                  int64_t slice, int seq) {
+  GnMinConfig c;
+  c.slice = static_cast<int>(slice);
+  const int64_t cg = p.N / p.G;
+  const bool block = slice >= 64 && slice / p.G > 32;  // few, large groups: the CTA owns each
+  c.threads = static_cast<int>(block ? slice : std::max<int64_t>(slice, 128));
+  const int64_t par = c.threads / c.slice;
+  const int64_t budget = smem_budget(cc);
+  const int64_t rows_guess = 64;  // minima: at most this many floats (plus padding) in practice
+  c.smem = (padded(par * p.N, true) + 64 + rows_guess) * 4 <= budget &&
+           ceil_div(par * p.N, c.threads) <= kMaxRegFloats;
+  c.vec = c.smem && (par * p.N) % 4 == 0 ? 4 : 1;
+  if (block) {
+    c.sub = c.threads;
+  } else {
+    // As many sub-teams as groups (a thread per group when the slice has fewer threads than
+    // groups). Sub-teams narrower than a warp read gamma and beta at a stride of C/G: staged in
+    // shared memory when they fit, else sub-teams span whole groups so that lanes read
+    // neighbouring channels.
+    const int64_t cap = std::min<int64_t>(32, slice);
+    const int64_t per_group = std::min(cap, pow2_floor(std::max<int64_t>(1, slice / p.G)));
+    c.affine_smem =
+        c.smem && per_group < 32 &&
+        (padded(par * p.N, true) + 2 * padded(p.N, true) + 64 + rows_guess) * 4 <= budget;
+    c.sub = static_cast<int>(c.affine_smem ? per_group
+                                           : std::min(cap, std::max(per_group, pow2_ceil(cg))));
+  }
+  c.pad = c.smem && c.sub < 32;
+  if (seq > 0) {
+    c.seq = seq;
+  } else {
+    // Rows per CTA: grow while two waves of CTAs remain, then toward whole 32-byte output runs
+    // while one wave remains.
+    const int64_t max_rows = std::max<int64_t>(64, par);
+    const int64_t busy = 2 * static_cast<int64_t>(sm_count);
+    int64_t s = 1;
+    while (par * s * 2 <= max_rows && ceil_div(p.M, par * s * 2) >= busy) s *= 2;
+    while (par * s < kTargetRowRuns && par * s * 2 <= max_rows &&
+           ceil_div(p.M, par * s * 2) >= sm_count)
+      s *= 2;
+    c.seq = static_cast<int>(s);
+  }
+  c.out_vec = out_aligned && p.M % 4 == 0 && c.rows() % 4 == 0;
+  return c;
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Fp32:
+      return "fp32";
+    case Precision::Tf32:
+      return "tf32";
+    case Precision::Bf16Inputs:
+      return "bf16-inputs";
+  }
+  return "?";
+}
+
+std::string LinearGnMinProblem::describe() const {
+  return "M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+         " G=" + std::to_string(G) + " " + precision_name(precision);
+}
+
+std::string GnMinConfig::describe() const {
+  return "threads=" + std::to_string(threads) + " slice=" + std::to_string(slice) +
+         " sub=" + std::to_string(sub) + " seq=" + std::to_string(seq) +
+         " vec=" + std::to_string(vec) + (pad ? " pad" : "") + (smem ? "" : " global") +
+         (affine_smem ? " affine-smem" : "") + (out_vec ? " out-vec" : "");
+}
+
+void validate(const LinearGnMinProblem& p) {
+  if (p.precision != Precision::Fp32 && p.precision != Precision::Tf32 &&
+      p.precision != Precision::Bf16Inputs)
+    bad(p, "precision = " + std::to_string(static_cast<int>(p.precision)) +
+               " is not one of Fp32, Tf32, Bf16Inputs");
+  if (p.M < 1) bad(p, "M = " + std::to_string(p.M) + " must be >= 1");
+  if (p.K < 1) bad(p, "K = " + std::to_string(p.K) + " must be >= 1");
+  if (p.N < 1) bad(p, "N = " + std::to_string(p.N) + " must be >= 1");
+  if (p.G < 1) bad(p, "G = " + std::to_string(p.G) + " must be >= 1");
+  if (p.N % p.G != 0)
+    bad(p, "N = " + std::to_string(p.N) + " must be divisible by G = " + std::to_string(p.G));
+  if (p.M > INT32_MAX) bad(p, "M = " + std::to_string(p.M) + " exceeds 2^31-1 (cuBLASLt)");
+  if (p.K > INT32_MAX) bad(p, "K = " + std::to_string(p.K) + " exceeds 2^31-1 (cuBLASLt)");
+  if (p.N > kMaxN)
+    bad(p, "N = " + std::to_string(p.N) + " exceeds the supported " + std::to_string(kMaxN));
+  // Byte sizes of every tensor (and the workspace) must fit in 63 bits.
+  constexpr int64_t kMaxElems = INT64_MAX / 8;
+  if (p.M > kMaxElems / p.N) bad(p, "M * N = Y's element count overflows");
+  if (p.M > kMaxElems / p.K) bad(p, "M * K = x's element count overflows");
+  if (p.N > kMaxElems / p.K) bad(p, "N * K = weight's element count overflows");
+}
+
+void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {
+  validate(p);
+  auto pow2 = [](int v) { return v >= 1 && (v & (v - 1)) == 0; };
+  const std::string cfg = " (config " + c.describe() + ")";
+  if (c.threads < 32 || c.threads > kMaxThreads || c.threads % 32 != 0)
+    bad(p,
+        "threads = " + std::to_string(c.threads) + " must be a multiple of 32 in [32, 1024]" + cfg);
+  if (!pow2(c.slice) || c.threads % c.slice != 0)
+    bad(p, "slice = " + std::to_string(c.slice) + " must be a power of two dividing threads" + cfg);
+  if (!pow2(c.sub) || c.slice % c.sub != 0)
+    bad(p, "sub = " + std::to_string(c.sub) + " must be a power of two dividing slice" + cfg);
+  if (c.sub > 32 && !(c.sub == c.threads && c.slice == c.threads))
+    bad(p, "sub = " + std::to_string(c.sub) + " must be <= 32 or the whole CTA" + cfg);
+  if (c.seq < 1) bad(p, "seq = " + std::to_string(c.seq) + " must be >= 1" + cfg);
+  if (c.vec != 1 && c.vec != 4) bad(p, "vec must be 1 or 4" + cfg);
+  if (c.vec == 4 && (int64_t{c.par()} * p.N) % 4 != 0)
+    bad(p, "vec = 4 needs par * N to be a multiple of 4" + cfg);
+  if (c.out_vec && (c.rows() % 4 != 0 || p.M % 4 != 0))
+    bad(p, "out_vec needs rows per CTA and M to be multiples of 4" + cfg);
+  if (c.pad && !c.smem) bad(p, "pad is a shared-memory layout" + cfg);
+  if (c.affine_smem && !c.smem) bad(p, "affine_smem needs smem (staged rows)" + cfg);
+  if (p.N * c.rows() > kMaxOutIndex) bad(p, "N * rows per CTA exceeds 2^30" + cfg);
+  if (c.smem && ceil_div(int64_t{c.par()} * p.N, c.threads) > 4 * kMaxRegFloats)
+    bad(p, "staging par * N values takes more than 128 registers per thread" + cfg);
+}
+
+GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count, bool out_aligned) {
+  validate(p);
+  sm_count = std::max(1, sm_count);
+  // About 16 channels per thread and row.
+  const int64_t slice = std::min<int64_t>(kMaxThreads, pow2_ceil(ceil_div(p.N, 16)));
+  return shape(p, cc, sm_count, out_aligned, slice, 0);
+}
+
+std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, int cc, int sm_count,
+                                           bool out_aligned) {
+  const GnMinConfig h = gn_min_heuristic(p, cc, sm_count, out_aligned);
+  std::vector<GnMinConfig> out{h};
+  sm_count = std::max(1, sm_count);
+  for (int64_t slice : {int64_t{h.slice}, int64_t{h.slice} * 2, int64_t{h.slice} / 2}) {
+    if (slice < 1 || slice > kMaxThreads) continue;
+    const GnMinConfig base = shape(p, cc, sm_count, out_aligned, slice, 0);
+    for (int seq : {base.seq / 2, base.seq, base.seq * 2, base.seq * 4}) {
+      if (seq < 1) continue;
+      GnMinConfig c = shape(p, cc, sm_count, out_aligned, slice, seq);
+      if (c.rows() > std::max(64, c.par())) continue;
+      if (c.rows() / 2 >= p.M && c.seq > 1) continue;  // more rows per CTA than M has
+      if (p.N * c.rows() > kMaxOutIndex) continue;
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const GnMinConfig& o) { return o.describe() == c.describe(); }))
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c) {
+  Spec s("kjit/gn_min.cuh", "kjit::gn_min_fwd");
+  s.value(p.N)
+      .value(p.G)
+      .value(c.threads)
+      .value(c.slice)
+      .value(c.sub)
+      .value(c.seq)
+      .value(c.vec)
+      .value(c.pad)
+      .value(c.smem)
+      .value(c.affine_smem)
+      .value(c.out_vec);
+  return s;
+}
+
+size_t gn_min_smem_bytes(const LinearGnMinProblem& p, const GnMinConfig& c) {
+  const int64_t rows_pad = (c.rows() + 3) / 4 * 4;
+  const int64_t affine = c.affine_smem ? 2 * padded(p.N, c.pad) : 0;
+  const int64_t buf = c.smem ? padded(int64_t{c.par()} * p.N, c.pad) : 0;
+  return static_cast<size_t>(64 + rows_pad + affine + buf) * 4;
+}
+
+}  // namespace kjit::ops

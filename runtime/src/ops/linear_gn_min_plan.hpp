@@ -1,0 +1,104 @@
+// Linear -> GroupNorm -> min -> + bias: the per-runtime state (cuBLASLt handle, plans, kjit's
+// per-stream workspaces) and one problem's plan (GEMM layouts + algorithm, fused kernel).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cublaslt.hpp"
+#include "kjit/kernel.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+#include "plan_table.hpp"
+
+namespace kjit::ops::detail {
+
+// All int64 so the key has no padding bytes (it is hashed and compared bytewise). Alignments are
+// classes (256, 16 or the element size): what cuBLASLt's heuristic was told it may assume.
+struct LgmKey {
+  int64_t M, K, N, G, precision, autotune;
+  int64_t align_x, align_w, align_lb, out_aligned;
+};
+
+// The GEMM in cuBLASLt's column-major terms. Row-major Y[M, N] = x[M, K] W^T is the column-major
+// Y^T (N x M, ld N) = op(A) B with A = W seen column-major (K x N, ld K) and op = transpose, and
+// B = x seen column-major (K x M, ld K). The bias epilogue adds lb (length N = rows of D) to
+// every column of D, i.e. lb[n] to Y[m, n].
+struct LgmGemm {
+  kjit::detail::lt::Layout a, b, d;  // C = D (beta = 0)
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t ab_type = CUDA_R_32F;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;  // what algo uses (<= kLinearGnMinGemmWorkspace)
+  std::string source;    // "heuristic", "autotuned", "cache"
+};
+
+struct LgmPlan {
+  LgmGemm gemm;
+  Kernel kernel;
+  LaunchConfig launch;
+  GnMinConfig config;
+  size_t y_bytes = 0;  // Y's part of the workspace (rounded up to 256)
+};
+
+// Per-runtime state, a member of Runtime::OpState.
+class LgmState {
+ public:
+  LgmState() = default;
+  ~LgmState();  // frees the workspaces (the Runtime makes its context current first)
+  LgmState(const LgmState&) = delete;
+  LgmState& operator=(const LgmState&) = delete;
+
+  cublasLtHandle_t handle(Runtime& rt);  // created on first use
+  kjit::detail::PlanTable<LgmKey, LgmPlan> plans;
+
+  // kjit's workspace for `stream`, at least `bytes`: a lookup under a shared lock when the stream
+  // has one that large; otherwise allocates (throws CaptureCompile when `stream` is capturing). A
+  // smaller buffer it replaces is kept until the Runtime goes: work queued on it, or a graph
+  // captured with it, may still use it.
+  CUdeviceptr workspace(Runtime& rt, CUstream stream, size_t bytes);
+
+ private:
+  std::once_flag handle_once_;
+  std::unique_ptr<kjit::detail::lt::Handle> handle_;
+  std::shared_mutex mu_;
+  struct Buf {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+  std::unordered_map<CUstream, Buf> by_stream_;
+  std::vector<CUdeviceptr> retired_;
+};
+
+// Shared by the op and autotuning.
+void configure_desc(kjit::detail::lt::MatmulDesc& desc, const void* linear_bias);
+void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
+// Up to `count` algorithms of the heuristic for g (initialized), best first.
+std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
+                                                             const LgmKey& key, LgmGemm& g,
+                                                             int count);
+// cublasLtMatmulAlgoCheck for g (an algorithm from the disk cache): fits the workspace too.
+bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
+                  const cublasLtMatmulAlgo_t& algo, size_t* workspace);
+// The GEMM part of a plan with the heuristic's first algorithm (alignment classes from the key).
+void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
+                LgmGemm* g);
+void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
+              CUdeviceptr lt_ws, CUstream stream, cublasLtHandle_t h);
+// The fused kernel of config c: loads it and computes its launch.
+void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c, CUstream stream,
+                  LgmPlan* plan);
+void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* gamma, const float* beta,
+                   const float* bias, float eps, float* out, long long M, CUstream stream);
+// Times the top-8 cuBLASLt algorithms and the kernel's candidate configs on scratch buffers of
+// the problem's size, keeps the fastest of each (stored in the disk cache, reused from it).
+void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,
+              LgmPlan* plan);
+
+}  // namespace kjit::ops::detail

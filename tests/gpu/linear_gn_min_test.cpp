@@ -1,0 +1,779 @@
+// Linear -> GroupNorm -> min -> + bias against float64 references (GEMM in double) on the seed
+// problem and >= 100 random problems, in strict FP32, TF32 and BF16-input modes.
+//
+// Every random call passes its own workspace, so the test can read the GEMM's output Y back and
+// check three things per checked row:
+//   gemm:    Y against the float64 GEMM (+ linear bias);
+//   kernel:  out against float64 GroupNorm -> min -> + bias of the device's own Y (the fused
+//            kernel's accuracy, independent of the GEMM);
+//   end to end: out against the float64 reference of the whole module, allclose(atol = rtol =
+//            1e-4). The min of a row moves with the GEMM's rounding by the normalization's gain
+//            (rstd * |gamma| of the channel that is the min), which is large when that channel's
+//            group has a tiny spread (e.g. two nearly equal channels). Rows where that gain times
+//            the measured GEMM error exceeds half the tolerance are reported as ill-conditioned and
+//            checked against the tolerance plus that bound instead.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "gpu_env.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+#include "test_util.hpp"
+
+using kjit::ops::LinearGnMinOptions;
+using kjit::ops::LinearGnMinProblem;
+using kjit::ops::Precision;
+using kjit_test::runtime;
+
+namespace {
+
+// ---- data -------------------------------------------------------------------------------------
+
+struct Rng {  // splitmix64: fast enough for the seed problem's 64M weights
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uni(float lo, float hi) {
+    return lo + (hi - lo) * static_cast<float>(next() >> 40) * 0x1p-24f;
+  }
+};
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Host copies of the module's inputs, as float values (bf16-representable when bf16 is set).
+struct Data {
+  int64_t M = 0, K = 0, N = 0, G = 0;
+  bool bf16 = false;
+  std::vector<float> x, w;  // [M, K], [N, K]
+  std::vector<float> lb, gamma, beta, bias;
+  float eps = 1e-5f;
+};
+
+// x ~ U(-1, 1), weight and linear bias as nn.Linear initializes them (U(+-1/sqrt(K))) plus a
+// per-channel offset, and random affine values (neither 1 nor 0).
+Data make_data(int64_t M, int64_t K, int64_t N, int64_t G, bool bf16, uint64_t seed) {
+  Data d;
+  d.M = M;
+  d.K = K;
+  d.N = N;
+  d.G = G;
+  d.bf16 = bf16;
+  Rng r{seed};
+  const float a = 1.f / std::sqrt(static_cast<float>(K));
+  d.x.resize(static_cast<size_t>(M * K));
+  d.w.resize(static_cast<size_t>(N * K));
+  for (auto& v : d.x) v = r.uni(-1.f, 1.f);
+  for (auto& v : d.w) v = r.uni(-a, a);
+  if (bf16) {
+    for (auto& v : d.x) v = from_bf16(to_bf16(v));
+    for (auto& v : d.w) v = from_bf16(to_bf16(v));
+  }
+  d.lb.resize(static_cast<size_t>(N));
+  d.gamma.resize(static_cast<size_t>(N));
+  d.beta.resize(static_cast<size_t>(N));
+  d.bias.resize(static_cast<size_t>(N));
+  for (int64_t c = 0; c < N; ++c) {
+    d.lb[c] = r.uni(-a, a) + r.uni(-0.5f, 0.5f);
+    d.gamma[c] = r.uni(0.25f, 1.5f) * (r.next() & 1 ? 1.f : -1.f);
+    d.beta[c] = r.uni(-1.f, 1.f);
+    d.bias[c] = r.uni(-2.f, 2.f);
+  }
+  return d;
+}
+
+// ---- float64 reference --------------------------------------------------------------------------
+
+// GroupNorm -> affine -> min over one row of Y (any element type). *gain: the largest
+// normalization gain rstd * |gamma| among the channels within `margin` of the min (those that
+// can become the min when Y moves a little); *ymax: max |Y|.
+template <class T>
+double gn_min_row(const T* y, const Data& d, double margin, double* gain, double* ymax = nullptr) {
+  const int64_t cg = d.N / d.G;
+  std::vector<double> z(static_cast<size_t>(d.N)), g_of(static_cast<size_t>(d.N));
+  double mn = INFINITY, mx = 0;
+  for (int64_t g = 0; g < d.G; ++g) {
+    double s = 0;
+    for (int64_t c = g * cg; c < (g + 1) * cg; ++c) s += static_cast<double>(y[c]);
+    const double mean = s / static_cast<double>(cg);
+    double m2 = 0;
+    for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+      m2 += (static_cast<double>(y[c]) - mean) * (static_cast<double>(y[c]) - mean);
+    const double rstd = 1.0 / std::sqrt(m2 / static_cast<double>(cg) + d.eps);
+    for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+      z[c] = (static_cast<double>(y[c]) - mean) * rstd * d.gamma[c] + d.beta[c];
+      g_of[c] = rstd * std::fabs(static_cast<double>(d.gamma[c]));
+      mn = std::min(mn, z[c]);
+      mx = std::max(mx, std::fabs(static_cast<double>(y[c])));
+    }
+  }
+  *gain = 0;
+  for (int64_t c = 0; c < d.N; ++c)
+    if (z[c] <= mn + margin) *gain = std::max(*gain, g_of[c]);
+  if (ymax) *ymax = mx;
+  return mn;
+}
+
+struct Ref {
+  std::vector<int64_t> rows;           // the checked rows
+  std::vector<std::vector<double>> y;  // their Y = x W^T + lb in float64
+  std::vector<double> min, gain;       // their min over channels, and its gain
+};
+
+double dot(const float* a, const float* b, int64_t K) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    s0 += static_cast<double>(a[k]) * b[k];
+    s1 += static_cast<double>(a[k + 1]) * b[k + 1];
+    s2 += static_cast<double>(a[k + 2]) * b[k + 2];
+    s3 += static_cast<double>(a[k + 3]) * b[k + 3];
+  }
+  for (; k < K; ++k) s0 += static_cast<double>(a[k]) * b[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// All rows when the GEMM is cheap, else rows 0 and M-1 and random others (up to max_rows), so
+// that the reference stays about `budget` multiply-adds.
+std::vector<int64_t> pick_rows(const Data& d, double budget, int64_t max_rows, uint64_t seed) {
+  const double per_row = static_cast<double>(d.N) * static_cast<double>(d.K);
+  const int64_t want = std::clamp<int64_t>(static_cast<int64_t>(budget / per_row), 2, max_rows);
+  std::vector<int64_t> rows;
+  if (d.M <= want) {
+    for (int64_t m = 0; m < d.M; ++m) rows.push_back(m);
+    return rows;
+  }
+  std::mt19937_64 g(seed);
+  rows = {0, d.M - 1};
+  while (static_cast<int64_t>(rows.size()) < want) {
+    const int64_t m = std::uniform_int_distribution<int64_t>(1, d.M - 2)(g);
+    if (std::find(rows.begin(), rows.end(), m) == rows.end()) rows.push_back(m);
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+Ref reference(const Data& d, std::vector<int64_t> rows) {
+  Ref r;
+  r.rows = std::move(rows);
+  const size_t n = r.rows.size();
+  r.y.assign(n, std::vector<double>(static_cast<size_t>(d.N)));
+  r.min.resize(n);
+  r.gain.resize(n);
+  const unsigned workers = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < workers; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
+        const float* xr = d.x.data() + r.rows[i] * d.K;
+        for (int64_t c = 0; c < d.N; ++c)
+          r.y[i][static_cast<size_t>(c)] = dot(xr, d.w.data() + c * d.K, d.K) + d.lb[c];
+        r.min[i] = gn_min_row(r.y[i].data(), d, 1e-2, &r.gain[i]);
+      }
+    });
+  for (auto& t : pool) t.join();
+  return r;
+}
+
+// ---- running the op -----------------------------------------------------------------------------
+
+struct Offsets {  // bytes past a 256-byte boundary (element-aligned, or 16 for "vector only")
+  size_t x = 0, w = 0, lb = 0, out = 0;
+};
+
+struct Run {
+  std::vector<float> out;             // [N * M], i.e. the [1, N, M, 1] tensor
+  std::vector<std::vector<float>> y;  // the device's Y for the reference's rows (caller ws)
+  bool guard_ok = true;               // the poison around out is untouched
+};
+
+struct Device {
+  kjit::DeviceBuffer x, w, lb, gamma, beta, bias, out;
+  Offsets off;
+  size_t out_bytes = 0;
+
+  Device(const Data& d, Offsets o) : Device(d, o, d.bf16) {}
+  Device(const Data& d, Offsets o, bool bf16) : off(o) {
+    auto& rt = runtime();
+    const size_t esz = bf16 ? 2 : 4;
+    auto bytes_of = [&](const std::vector<float>& v) {
+      std::vector<unsigned char> b(v.size() * esz);
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (bf16) {
+          const uint16_t h = to_bf16(v[i]);
+          std::memcpy(&b[i * 2], &h, 2);
+        } else {
+          std::memcpy(&b[i * 4], &v[i], 4);
+        }
+      }
+      return b;
+    };
+    auto up = [&](kjit::DeviceBuffer& buf, const void* src, size_t n, size_t offset) {
+      buf = kjit::DeviceBuffer(rt, n + 256);
+      buf.upload(src, n, offset);
+    };
+    const auto xb = bytes_of(d.x), wb = bytes_of(d.w);
+    up(x, xb.data(), xb.size(), o.x);
+    up(w, wb.data(), wb.size(), o.w);
+    const size_t n4 = static_cast<size_t>(d.N) * 4;
+    up(lb, d.lb.data(), n4, o.lb);
+    up(gamma, d.gamma.data(), n4, 0);
+    up(beta, d.beta.data(), n4, 0);
+    up(bias, d.bias.data(), n4, 0);
+    out_bytes = static_cast<size_t>(d.M * d.N) * 4;
+    out = kjit::DeviceBuffer(rt, out_bytes + 512);
+    kjit::synchronize(rt);  // uploads run on the legacy stream; the op on non-blocking ones
+  }
+  const void* xp() const { return reinterpret_cast<const void*>(x.ptr() + off.x); }
+  const void* wp() const { return reinterpret_cast<const void*>(w.ptr() + off.w); }
+  const float* lbp() const { return reinterpret_cast<const float*>(lb.ptr() + off.lb); }
+  const float* gp() const { return gamma.as<const float>(); }
+  const float* bp() const { return beta.as<const float>(); }
+  const float* biasp() const { return bias.as<const float>(); }
+  float* outp() const { return reinterpret_cast<float*>(out.ptr() + off.out); }
+};
+
+LinearGnMinProblem problem_of(const Data& d, Precision pr) {
+  LinearGnMinProblem p;
+  p.M = d.M;
+  p.K = d.K;
+  p.N = d.N;
+  p.G = d.G;
+  p.precision = pr;
+  return p;
+}
+
+// One call with out poisoned (0xFF: NaN) and, when `with_ws`, a caller workspace whose Y rows
+// of `rows` are read back.
+Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>& rows, bool with_ws,
+           kjit::Stream& stream, bool autotune = false) {
+  auto& rt = runtime();
+  const LinearGnMinProblem p = problem_of(d, pr);
+  dev.out.fill_bytes(0xFF);
+  kjit::synchronize(rt);  // the memset runs on the legacy stream
+  kjit::DeviceBuffer ws;
+  kjit::ops::Workspace w;
+  if (with_ws) {
+    ws = kjit::DeviceBuffer(rt, kjit::ops::linear_gn_min_workspace_size(p));
+    w.ptr = reinterpret_cast<void*>(ws.ptr());
+    w.bytes = ws.bytes();
+  }
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  opt.autotune = autotune;
+  kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
+                           dev.outp(), opt, stream, w);
+  stream.synchronize();
+  Run r;
+  std::vector<unsigned char> all(dev.out.bytes());
+  dev.out.download(all.data(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const bool inside = i >= dev.off.out && i < dev.off.out + dev.out_bytes;
+    if (!inside && all[i] != 0xFF) r.guard_ok = false;
+  }
+  r.out.resize(static_cast<size_t>(d.M * d.N));
+  std::memcpy(r.out.data(), all.data() + dev.off.out, dev.out_bytes);
+  if (with_ws)
+    for (int64_t m : rows) {
+      std::vector<float> row(static_cast<size_t>(d.N));
+      ws.download(row.data(), row.size() * 4, static_cast<size_t>(m * d.N) * 4);
+      r.y.push_back(std::move(row));
+    }
+  return r;
+}
+
+// ---- checking -----------------------------------------------------------------------------------
+
+struct Verdict {
+  double max_abs = 0, rel_l2 = 0;  // end to end, over the checked rows
+  bool allclose = true;            // |out - ref| <= 1e-4 + 1e-4 |ref| everywhere checked
+  bool within_conditioned = true;  // ... or within that plus the conditioning bound
+  int64_t ill_rows = 0;            // rows whose min is ill-conditioned (see the top)
+  double gemm_max_abs = 0;         // |Y - Y_ref|
+  bool gemm_ok = true;             // |Y - Y_ref| <= 1e-4 (1 + |Y_ref|)
+  bool gemm_tf32_ok = true;        // |Y - Y_ref| <= 1e-2 (1 + |Y_ref|)
+  double kernel_max_abs = 0;       // out against float64 of the device's Y
+  bool kernel_ok = true;
+  bool finite = true;        // every element of out written, finite
+  bool broadcast_ok = true;  // out[c, m] - bias[c] is the same for every c, every m
+  std::string describe() const {
+    return "end-to-end max abs " + std::to_string(max_abs) + ", rel L2 " + std::to_string(rel_l2) +
+           (allclose ? ", allclose(1e-4)" : ", NOT allclose(1e-4)") + ", ill-conditioned rows " +
+           std::to_string(ill_rows) + "; GEMM max abs " + std::to_string(gemm_max_abs) +
+           "; kernel max abs " + std::to_string(kernel_max_abs);
+  }
+};
+
+Verdict judge(const Data& d, const Ref& ref, const Run& run) {
+  Verdict v;
+  const int64_t M = d.M, N = d.N;
+  // Every element: written, finite, and the broadcast of one value per row.
+  for (int64_t m = 0; m < M; ++m) {
+    const double base = static_cast<double>(run.out[m]) - d.bias[0];
+    for (int64_t c = 0; c < N; ++c) {
+      const float o = run.out[static_cast<size_t>(c * M + m)];
+      if (!std::isfinite(o)) {
+        v.finite = false;
+        continue;
+      }
+      const double here = static_cast<double>(o) - d.bias[c];
+      if (std::fabs(here - base) > 1e-6 * (1 + std::fabs(o) + std::fabs(d.bias[c])))
+        v.broadcast_ok = false;
+    }
+  }
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.rows.size(); ++i) {
+    const int64_t m = ref.rows[i];
+    double dy = 0;
+    if (!run.y.empty()) {
+      const std::vector<float>& yd = run.y[i];
+      for (int64_t c = 0; c < N; ++c) {
+        const double e = std::fabs(yd[c] - ref.y[i][c]);
+        dy = std::max(dy, e);
+        if (!(e <= 1e-4 * (1 + std::fabs(ref.y[i][c])))) v.gemm_ok = false;
+        if (!(e <= 1e-2 * (1 + std::fabs(ref.y[i][c])))) v.gemm_tf32_ok = false;
+      }
+      v.gemm_max_abs = std::max(v.gemm_max_abs, dy);
+      double kgain = 0, ymax = 0;
+      const double kmin = gn_min_row(yd.data(), d, 1e-3, &kgain, &ymax);
+      // The kernel's fp32 group mean is off by about (2 + sqrt(C/G)) ulp(max |Y|).
+      const double ktol_extra =
+          4 * kgain * ymax * 0x1p-24 * (2 + std::sqrt(static_cast<double>(d.N / d.G)));
+      for (int64_t c = 0; c < N; ++c) {
+        const double r = kmin + d.bias[c], o = run.out[static_cast<size_t>(c * M + m)];
+        const double e = std::fabs(o - r);
+        v.kernel_max_abs = std::max(v.kernel_max_abs, e);
+        if (!(e <= 1e-4 + 1e-4 * std::fabs(r) + ktol_extra)) v.kernel_ok = false;
+      }
+    }
+    // |d min| <= gain * dY * 2 (1 + max |normalized value|), and |normalized| <= sqrt(C/G).
+    const double cond = 2 * ref.gain[i] * dy * (1 + std::sqrt(static_cast<double>(d.N / d.G)));
+    const bool ill = cond > 5e-5;
+    if (ill) ++v.ill_rows;
+    for (int64_t c = 0; c < N; ++c) {
+      const double r = ref.min[i] + d.bias[c], o = run.out[static_cast<size_t>(c * M + m)];
+      const double e = std::fabs(o - r);
+      num += e * e;
+      den += r * r;
+      v.max_abs = std::max(v.max_abs, e);
+      const double tol = 1e-4 + 1e-4 * std::fabs(r);
+      if (!(e <= tol)) v.allclose = false;
+      if (!(e <= tol + (ill ? cond : 0.0))) v.within_conditioned = false;
+    }
+  }
+  v.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return v;
+}
+
+// Strict FP32 (and BF16 inputs, whose products are exact in fp32): every check.
+void check_strict(const Verdict& v, const std::string& what) {
+  CAPTURE(what);
+  CAPTURE(v.describe());
+  CHECK(v.finite);
+  CHECK(v.broadcast_ok);
+  CHECK(v.gemm_ok);
+  CHECK(v.kernel_ok);
+  CHECK(v.within_conditioned);
+}
+
+// TF32: the fused kernel is checked strictly on the device's Y, the GEMM loosely (10-bit
+// mantissa products); the end-to-end error is reported, not judged.
+void check_tf32(const Verdict& v, const std::string& what) {
+  CAPTURE(what);
+  CAPTURE(v.describe());
+  CHECK(v.finite);
+  CHECK(v.broadcast_ok);
+  CHECK(v.kernel_ok);
+  CHECK(v.gemm_tf32_ok);
+}
+
+struct Case {
+  Data d;
+  Offsets off;
+  Precision pr = Precision::Fp32;
+};
+
+Case random_case(uint64_t seed, Precision pr) {
+  using kjit_test::uniform;
+  const int mkind = static_cast<int>(uniform(0, 9));
+  const int64_t M = mkind < 6   ? uniform(1, 64)
+                    : mkind < 9 ? uniform(65, 1024)
+                                : uniform(1025, 4096);
+  const int kkind = static_cast<int>(uniform(0, 3));
+  int64_t K = kkind == 0   ? uniform(1, 16)
+              : kkind == 1 ? uniform(17, 256)
+              : kkind == 2 ? uniform(257, 2048)
+                           : uniform(2049, 8192);
+  const int64_t cg = uniform(0, 4) == 0 ? 1 : uniform(1, 64);
+  int64_t G = uniform(0, 2) == 0 ? uniform(1, 4) : uniform(1, 256);
+  while (G > 1 && G * cg > 8192) G /= 2;
+  const int64_t N = G * cg;
+  // Keep the host data (and its generation) small: x <= 8M, weight <= 16M values.
+  while (K > 1 && (M * K > (int64_t{8} << 20) || N * K > (int64_t{16} << 20))) K = K / 2 + 1;
+  Case c;
+  c.pr = pr;
+  c.d = make_data(M, K, N, G, pr == Precision::Bf16Inputs, seed);
+  c.d.eps = uniform(0, 3) == 0 ? 1e-3f : 1e-5f;
+  if (uniform(0, 4) == 0) {  // pointers off the 256-byte boundary
+    const size_t esz = pr == Precision::Bf16Inputs ? 2 : 4;
+    const size_t choices[] = {esz, 16, 0};
+    c.off.x = choices[uniform(0, 2)];
+    c.off.w = choices[uniform(0, 2)];
+    c.off.lb = uniform(0, 1) ? 4 : 0;
+    c.off.out = uniform(0, 1) ? 4 : 0;
+  }
+  return c;
+}
+
+std::string describe(const Case& c) {
+  return problem_of(c.d, c.pr).describe() + " eps=" + std::to_string(c.d.eps) +
+         " offsets x/w/lb/out=" + std::to_string(c.off.x) + "/" + std::to_string(c.off.w) + "/" +
+         std::to_string(c.off.lb) + "/" + std::to_string(c.off.out);
+}
+
+void run_random(Precision pr, int count, double budget) {
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i)
+    cases.push_back(random_case(
+        kjit_test::seed() * 1000003 + static_cast<uint64_t>(i) * 7919 + static_cast<uint64_t>(pr),
+        pr));
+  // Build the plans (NVRTC compiles dominate) in parallel first.
+  const unsigned workers = std::max(2u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> jobs;
+  for (unsigned w = 0; w < workers; ++w)
+    jobs.push_back(std::async(std::launch::async, [&, w] {
+      for (size_t i = w; i < cases.size(); i += workers)
+        kjit::ops::prepare_linear_gn_min(runtime(), problem_of(cases[i].d, cases[i].pr));
+    }));
+  for (auto& j : jobs) j.get();
+  kjit::Stream stream(runtime());
+  int failures = 0;
+  int64_t ill = 0, not_allclose = 0;
+  double worst = 0, worst_rel = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& cs = cases[i];
+    const Ref ref = reference(cs.d, pick_rows(cs.d, budget, 64, kjit_test::seed() + i));
+    Device dev(cs.d, cs.off);
+    const Run r = run_op(cs.d, cs.pr, dev, ref.rows, true, stream);
+    CHECK_MESSAGE(r.guard_ok, describe(cs));
+    const Verdict v = judge(cs.d, ref, r);
+    if (pr == Precision::Tf32) {
+      check_tf32(v, describe(cs));
+    } else {
+      check_strict(v, describe(cs));
+    }
+    ill += v.ill_rows;
+    if (!v.allclose) ++not_allclose;
+    worst = std::max(worst, v.max_abs);
+    worst_rel = std::max(worst_rel, v.rel_l2);
+    if (!v.finite || !v.kernel_ok || (pr != Precision::Tf32 && !v.within_conditioned)) ++failures;
+  }
+  MESSAGE(count << " random " << kjit::ops::precision_name(pr) << " problems: " << failures
+                << " failed; worst end-to-end max abs error " << worst << ", worst rel L2 "
+                << worst_rel << "; " << not_allclose << " not allclose(1e-4), " << ill
+                << " ill-conditioned rows");
+}
+
+}  // namespace
+
+TEST_CASE("linear_gn_min: the seed problem (M=1024, K=8192, N=8192, G=512) in fp32, tf32, bf16") {
+  const Data d = make_data(1024, 8192, 8192, 512, false, kjit_test::seed());
+  const Ref ref = reference(d, pick_rows(d, 1e18, 64, kjit_test::seed()));  // 64 rows
+  REQUIRE(ref.rows.size() == 64);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  CHECK(p.output_shape() == std::vector<int64_t>{1, 8192, 1024, 1});
+  kjit::Stream stream(runtime());
+  Device dev(d, {});
+  {
+    const auto info = kjit::ops::prepare_linear_gn_min(runtime(), p);
+    MESSAGE("seed plan: kernel " << info.kernel << " (" << info.config.describe() << "), GEMM "
+                                 << info.gemm_source << " " << info.gemm_algo << ", workspace "
+                                 << info.workspace_bytes << " B");
+    const Run r = run_op(d, Precision::Fp32, dev, ref.rows, true, stream);
+    CHECK(r.guard_ok);
+    const Verdict v = judge(d, ref, r);
+    MESSAGE("seed fp32: " << v.describe());
+    check_strict(v, "seed fp32");
+    CHECK(v.allclose);
+    // kjit's own workspace gives the same result.
+    const Run r2 = run_op(d, Precision::Fp32, dev, {}, false, stream);
+    double diff = 0;
+    for (size_t i = 0; i < r.out.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(r.out[i] - r2.out[i])));
+    CHECK(diff <= 1e-6);
+  }
+  {
+    const Run r = run_op(d, Precision::Tf32, dev, ref.rows, true, stream);
+    const Verdict v = judge(d, ref, r);
+    MESSAGE("seed tf32 (opt-in): " << v.describe());
+    check_tf32(v, "seed tf32");
+  }
+  {
+    // bf16 inputs: the error of rounding x and weight to bf16, against the fp32 module.
+    Device devb(d, {}, true);  // x and weight rounded to bf16 on upload
+    const Run r = run_op(d, Precision::Bf16Inputs, devb, ref.rows, true, stream);
+    Verdict v = judge(d, ref, r);
+    MESSAGE("seed bf16-inputs (opt-in) against the fp32 module: " << v.describe());
+    CHECK(v.finite);
+    CHECK(v.broadcast_ok);
+    CHECK(v.kernel_ok);
+    CHECK(v.max_abs < 0.2);
+  }
+}
+
+TEST_CASE("linear_gn_min: output is [1, N, M, 1] with out[c * M + m] = min_m + bias[c]") {
+  // 3 rows, 8 channels in 2 groups: small enough to read.
+  const Data d = make_data(3, 5, 8, 2, false, kjit_test::seed() + 5);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  CHECK(p.output_shape() == std::vector<int64_t>{1, 8, 3, 1});
+  const Ref ref = reference(d, {0, 1, 2});
+  kjit::Stream stream(runtime());
+  Device dev(d, {});
+  const Run r = run_op(d, Precision::Fp32, dev, ref.rows, true, stream);
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t m = 0; m < 3; ++m) {
+      CAPTURE(c);
+      CAPTURE(m);
+      CHECK(r.out[static_cast<size_t>(c * 3 + m)] ==
+            doctest::Approx(ref.min[static_cast<size_t>(m)] + d.bias[c]).epsilon(1e-4));
+    }
+  check_strict(judge(d, ref, r), "3x5x8 G=2");
+}
+
+TEST_CASE("linear_gn_min: edge problems") {
+  kjit::Stream stream(runtime());
+  struct E {
+    int64_t M, K, N, G;
+  };
+  // Tiny, K = 1, one channel per group, N not a multiple of 4, whole-CTA groups, N = 2 (ill-
+  // conditioned: two channels), rows too long for shared memory (read from global memory).
+  const E edges[] = {{1, 1, 1, 1},       {1, 8192, 8, 8},   {4096, 1, 64, 64}, {7, 3, 6, 3},
+                     {5, 17, 45, 9},     {64, 64, 4000, 2}, {2, 9, 8192, 1},   {1000, 33, 2, 1},
+                     {3, 100, 12291, 3}, {33, 65, 96, 4},   {4, 16, 40000, 8}, {5, 8, 65536, 4096}};
+  for (const E& e : edges) {
+    const Data d =
+        make_data(e.M, e.K, e.N, e.G, false, kjit_test::seed() + static_cast<uint64_t>(e.N));
+    const Ref ref = reference(d, pick_rows(d, 3e7, 64, kjit_test::seed()));
+    Device dev(d, {});
+    const Run r = run_op(d, Precision::Fp32, dev, ref.rows, true, stream);
+    CHECK(r.guard_ok);
+    check_strict(judge(d, ref, r), problem_of(d, Precision::Fp32).describe());
+  }
+}
+
+TEST_CASE("linear_gn_min: 110 random fp32 problems") {
+  run_random(Precision::Fp32, 110, 3e7);
+}
+TEST_CASE("linear_gn_min: 16 random tf32 problems (error reported)") {
+  run_random(Precision::Tf32, 16, 3e7);
+}
+TEST_CASE("linear_gn_min: 16 random bf16-input problems") {
+  run_random(Precision::Bf16Inputs, 16, 3e7);
+}
+
+TEST_CASE("linear_gn_min: concurrent streams with kjit's per-stream workspaces") {
+  const Data a = make_data(512, 1024, 2048, 64, false, kjit_test::seed() + 11);
+  const Data b = make_data(300, 700, 1536, 48, false, kjit_test::seed() + 12);
+  Device da(a, {}), db(b, {});
+  kjit::Stream sa(runtime()), sb(runtime());
+  const Run ra = run_op(a, Precision::Fp32, da, {}, true, sa);
+  const Run rb = run_op(b, Precision::Fp32, db, {}, true, sb);
+  // Two threads, each on its own stream without a caller workspace, many calls each.
+  auto hammer = [&](const Data& d, const Device& dev, kjit::Stream& s, const Run& want) {
+    const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+    LinearGnMinOptions opt;
+    opt.eps = d.eps;
+    double diff = 0;
+    for (int i = 0; i < 20; ++i) {
+      kjit::ops::linear_gn_min(runtime(), p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                               dev.biasp(), dev.outp(), opt, s);
+      if (i % 5 == 4) {
+        s.synchronize();
+        std::vector<float> out(want.out.size());
+        dev.out.download(out.data(), out.size() * 4);
+        for (size_t k = 0; k < out.size(); ++k)
+          diff = std::max(diff, static_cast<double>(std::fabs(out[k] - want.out[k])));
+      }
+    }
+    return diff;
+  };
+  auto fa = std::async(std::launch::async, [&] { return hammer(a, da, sa, ra); });
+  auto fb = std::async(std::launch::async, [&] { return hammer(b, db, sb, rb); });
+  CHECK(fa.get() <= 1e-6);
+  CHECK(fb.get() <= 1e-6);
+}
+
+TEST_CASE("linear_gn_min: prepared calls capture into a CUDA graph; unprepared ones refuse") {
+  auto& rt = runtime();
+  const Data d = make_data(256, 512, 1024, 32, false, kjit_test::seed() + 21);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  Device dev(d, {});
+  kjit::Stream stream(rt);
+  const Run direct = run_op(d, Precision::Fp32, dev, {}, false, stream);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  kjit::ops::prepare_linear_gn_min(rt, p, opt);
+  kjit::ops::reserve_linear_gn_min_workspace(rt, p, stream);
+  dev.out.fill_bytes(0xFF);
+  kjit::synchronize(rt);
+  {
+    kjit::Graph g(rt, stream, [&] {
+      kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                               dev.biasp(), dev.outp(), opt, stream);
+    });
+    g.launch(stream);
+    g.launch(stream);
+    stream.synchronize();
+  }
+  std::vector<float> out(direct.out.size());
+  dev.out.download(out.data(), out.size() * 4);
+  double diff = 0;
+  for (size_t k = 0; k < out.size(); ++k)
+    diff = std::max(diff, static_cast<double>(std::fabs(out[k] - direct.out[k])));
+  CHECK(diff <= 1e-6);
+  // A problem never seen: the plan would have to be built during capture.
+  LinearGnMinProblem unseen = p;
+  unseen.G = 16;
+  CHECK_KJIT_ERROR(kjit::Graph(rt, stream,
+                               [&] {
+                                 kjit::ops::linear_gn_min(rt, unseen, dev.xp(), dev.wp(), dev.lbp(),
+                                                          dev.gp(), dev.bp(), dev.biasp(),
+                                                          dev.outp(), opt, stream);
+                               }),
+                   kjit::Errc::CaptureCompile);
+  // A prepared problem on a fresh stream without a workspace: allocation refused too.
+  kjit::Stream fresh(rt);
+  CHECK_KJIT_ERROR(kjit::Graph(rt, fresh,
+                               [&] {
+                                 kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(),
+                                                          dev.gp(), dev.bp(), dev.biasp(),
+                                                          dev.outp(), opt, fresh);
+                               }),
+                   kjit::Errc::CaptureCompile);
+  // ... but fine with a caller workspace.
+  kjit::DeviceBuffer ws(rt, kjit::ops::linear_gn_min_workspace_size(p));
+  kjit::Graph g2(rt, fresh, [&] {
+    kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
+                             dev.outp(), opt, fresh,
+                             {reinterpret_cast<void*>(ws.ptr()), ws.bytes()});
+  });
+  g2.launch(fresh);
+  fresh.synchronize();
+}
+
+TEST_CASE("linear_gn_min: autotune picks among the top 8 and reuses its choice from the cache") {
+  const Data d = make_data(256, 1024, 1024, 64, false, kjit_test::seed() + 31);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  opt.autotune = true;
+  const auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, opt);
+  CHECK((info.gemm_source == "autotuned" || info.gemm_source == "cache"));
+  MESSAGE("autotuned " << p.describe() << ": GEMM " << info.gemm_algo << " (" << info.gemm_source
+                       << "), kernel " << info.config.describe());
+  if (runtime().compiler().disk_cache().mode() == kjit::cache::Mode::ReadWrite) {
+    // A second runtime (a new process, as far as plans go) finds the choice on disk.
+    kjit::Runtime rt2;
+    const auto again = kjit::ops::prepare_linear_gn_min(rt2, p, opt);
+    CHECK(again.gemm_source == "cache");
+    CHECK(again.gemm_algo == info.gemm_algo);
+    CHECK(again.config.describe() == info.config.describe());
+  }
+  const Ref ref = reference(d, pick_rows(d, 3e7, 64, 1));
+  kjit::Stream stream(runtime());
+  Device dev(d, {});
+  const Run r = run_op(d, Precision::Fp32, dev, ref.rows, true, stream, true);
+  check_strict(judge(d, ref, r), "autotuned");
+}
+
+TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const Data d = make_data(8, 16, 32, 4, false, 3);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  Device dev(d, {});
+  dev.out.fill_bytes(0x7F);
+  kjit::synchronize(rt);
+  LinearGnMinOptions o;
+  auto call = [&](const LinearGnMinProblem& q, const void* x, const void* w, const float* lb,
+                  const float* ga, const float* be, const float* bi, float* out,
+                  const LinearGnMinOptions& opt, kjit::ops::Workspace ws = {}) {
+    kjit::ops::linear_gn_min(rt, q, x, w, lb, ga, be, bi, out, opt, stream, ws);
+  };
+  const void* X = dev.xp();
+  const void* W = dev.wp();
+  const float* LB = dev.lbp();
+  const float* GA = dev.gp();
+  const float* BE = dev.bp();
+  const float* BI = dev.biasp();
+  float* OUT = dev.outp();
+  using E = kjit::Errc;
+  CHECK_KJIT_ERROR(call(p, nullptr, W, LB, GA, BE, BI, OUT, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, nullptr, LB, GA, BE, BI, OUT, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, nullptr, GA, BE, BI, OUT, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, nullptr, BE, BI, OUT, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, nullptr, BI, OUT, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, nullptr, OUT, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, nullptr, o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, static_cast<const char*>(X) + 2, W, LB, GA, BE, BI, OUT, o),
+                   E::InvalidArgument);
+  CHECK_KJIT_ERROR(
+      call(p, X, W, LB, GA, BE, BI, reinterpret_cast<float*>(reinterpret_cast<char*>(OUT) + 2), o),
+      E::InvalidArgument);
+  LinearGnMinProblem q = p;
+  q.G = 5;
+  CHECK_KJIT_ERROR(call(q, X, W, LB, GA, BE, BI, OUT, o), E::InvalidArgument);
+  q = p;
+  q.M = 0;
+  CHECK_KJIT_ERROR(call(q, X, W, LB, GA, BE, BI, OUT, o), E::InvalidArgument);
+  for (float eps : {-1.f, NAN, INFINITY}) {
+    LinearGnMinOptions bad = o;
+    bad.eps = eps;
+    CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, bad), E::InvalidArgument);
+  }
+  // out overlapping what the kernel reads while writing it.
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, const_cast<float*>(GA), o), E::InvalidArgument);
+  // Workspaces: too small, misaligned, overlapping, or a size without a pointer.
+  const size_t need = kjit::ops::linear_gn_min_workspace_size(p);
+  kjit::DeviceBuffer ws(rt, need + 256);
+  void* WS = reinterpret_cast<void*>(ws.ptr());
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, o, {WS, need - 1}), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, o, {static_cast<char*>(WS) + 16, need}),
+                   E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, static_cast<float*>(WS), o, {WS, need}),
+                   E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, o, {nullptr, need}), E::InvalidArgument);
+  stream.synchronize();
+  std::vector<unsigned char> h(dev.out.bytes());
+  dev.out.download(h.data(), h.size());
+  CHECK(std::all_of(h.begin(), h.end(), [](unsigned char c) { return c == 0x7F; }));
+  // A message names the value and the rule.
+  try {
+    LinearGnMinProblem r = p;
+    r.G = 5;
+    call(r, X, W, LB, GA, BE, BI, OUT, o);
+    FAIL("N % G accepted");
+  } catch (const kjit::Error& e) {
+    CHECK(std::string(e.what()).find("N = 32 must be divisible by G = 5") != std::string::npos);
+  }
+}
