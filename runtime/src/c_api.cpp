@@ -6,6 +6,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/version.hpp"
 
@@ -54,6 +55,34 @@ kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, in
   return p;
 }
 
+kjit::ops::LinearGnMinProblem lgm_problem(const char* precision, int64_t m, int64_t k, int64_t n,
+                                          int64_t groups) {
+  kjit::ops::LinearGnMinProblem p;
+  p.M = m;
+  p.K = k;
+  p.N = n;
+  p.G = groups;
+  const std::string s = precision ? precision : "";
+  if (s == "fp32") {
+    p.precision = kjit::ops::Precision::Fp32;
+  } else if (s == "tf32") {
+    p.precision = kjit::ops::Precision::Tf32;
+  } else if (s == "bf16-inputs") {
+    p.precision = kjit::ops::Precision::Bf16Inputs;
+  } else {
+    throw kjit::Error(kjit::Errc::InvalidArgument,
+                      "precision '" + s + "' must be fp32, tf32 or bf16-inputs");
+  }
+  return p;
+}
+
+void copy_text(const std::string& text, char* buf, int64_t size) {
+  if (buf && size > 0) {
+    std::strncpy(buf, text.c_str(), static_cast<size_t>(size) - 1);
+    buf[size - 1] = '\0';
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -86,11 +115,31 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
     auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
     kjit::ops::GroupNormOptions o;
     o.autotune = autotune != 0;
-    const std::string d = kjit::ops::prepare_group_norm(runtime(), p, o).describe();
-    if (buf && size > 0) {
-      std::strncpy(buf, d.c_str(), static_cast<size_t>(size) - 1);
-      buf[size - 1] = '\0';
-    }
+    copy_text(kjit::ops::prepare_group_norm(runtime(), p, o).describe(), buf, size);
+  });
+}
+
+int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
+                       const void* x, const void* weight, const float* linear_bias,
+                       const float* gamma, const float* beta, const float* bias, float* out,
+                       float eps, void* stream, int autotune) {
+  return guarded([&] {
+    kjit::ops::LinearGnMinOptions o;
+    o.eps = eps;
+    o.autotune = autotune != 0;
+    kjit::ops::linear_gn_min(runtime(), lgm_problem(precision, m, k, n, groups), x, weight,
+                             linear_bias, gamma, beta, bias, out, o, static_cast<CUstream>(stream));
+  });
+}
+
+int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
+                               int64_t groups, int autotune, char* buf, int64_t size) {
+  return guarded([&] {
+    kjit::ops::LinearGnMinOptions o;
+    o.autotune = autotune != 0;
+    auto info =
+        kjit::ops::prepare_linear_gn_min(runtime(), lgm_problem(precision, m, k, n, groups), o);
+    copy_text(info.kernel + "; GEMM " + info.gemm_algo + " (" + info.gemm_source + ")", buf, size);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "kjit/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kjit::reference {
@@ -31,6 +32,33 @@ std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector
     }
   }
   return y;
+}
+
+std::vector<double> linear_gn_min_rows(const ops::LinearGnMinProblem& p, const float* x,
+                                       const float* w, const float* linear_bias, const float* gamma,
+                                       const float* beta, double eps,
+                                       const std::vector<int64_t>& rows) {
+  std::vector<double> mins, y(static_cast<size_t>(p.N));
+  const int64_t cg = p.N / p.G;
+  for (int64_t m : rows) {
+    for (int64_t c = 0; c < p.N; ++c) {
+      double acc = linear_bias ? linear_bias[c] : 0.0;
+      for (int64_t k = 0; k < p.K; ++k) acc += static_cast<double>(x[m * p.K + k]) * w[c * p.K + k];
+      y[c] = acc;
+    }
+    double mn = INFINITY;
+    for (int64_t g = 0; g < p.G; ++g) {
+      double sum = 0, m2 = 0;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) sum += y[c];
+      const double mean = sum / cg;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) m2 += (y[c] - mean) * (y[c] - mean);
+      const double rstd = 1.0 / std::sqrt(m2 / cg + eps);
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+        mn = std::min(mn, (y[c] - mean) * rstd * gamma[c] + beta[c]);
+    }
+    mins.push_back(mn);
+  }
+  return mins;
 }
 
 }  // namespace kjit::reference

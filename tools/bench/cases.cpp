@@ -20,6 +20,24 @@ std::vector<Case> default_cases() {
       c.dtype = dt;
       out.push_back(c);
     }
+  // Linear-GN-min-bias (M, K, N, G), strict FP32; the seed also in the TF32 opt-in.
+  const std::vector<std::vector<int64_t>> lgm = {{1024, 8192, 8192, 512},
+                                                 {128, 4096, 4096, 256},
+                                                 {4096, 4096, 4096, 64},
+                                                 {16, 8192, 8192, 512}};
+  for (const auto& s : lgm) {
+    Case c;
+    c.op = "linear_gn_min";
+    c.shape = {s[0], s[1], s[2]};
+    c.groups = s[3];
+    c.dtype = "fp32";
+    out.push_back(c);
+  }
+  Case tf32 = out.back();
+  tf32.shape = {1024, 8192, 8192};
+  tf32.groups = 512;
+  tf32.dtype = "tf32";
+  out.push_back(tf32);
   return out;
 }
 

@@ -11,7 +11,7 @@
 namespace kjit_bench {
 
 struct Case {
-  std::string op;              // "group_norm"
+  std::string op;              // "group_norm" or "linear_gn_min"
   std::vector<int64_t> shape;  // as PyTorch gives it
   int64_t groups = 0;
   std::string dtype = "f32";
@@ -31,5 +31,8 @@ std::string shape_text(const Case& c);
 
 // Runs one case and returns its row (device_us, host_us, bytes, GB/s, error, config, ...).
 nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s);
+// shape = {M, K, N}; dtype "fp32" (strict) or "tf32".
+nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case& c,
+                                 const Settings& s);
 
 }  // namespace kjit_bench

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   bool skip_jit = false;
   app.add_option("--shapes", shapes_file, "JSON array of {op, shape, groups, dtype, layout}");
   app.add_option("--json", json_file, "write all results to this file");
-  app.add_option("--op", only_op, "only this op (group_norm)");
+  app.add_option("--op", only_op, "only this op (group_norm or linear_gn_min)");
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
       ->check(CLI::Range(5, 100000));
   app.add_flag("--autotune", s.autotune, "autotune each problem first");
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy);
     auto cases =
         shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
-    std::printf("%-12s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
+    std::printf("%-13s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
                 "host us", "GB/s", "%copy", "rel_l2", "config");
     bool all_correct = true;
     for (const auto& c : cases) {
@@ -52,13 +52,15 @@ int main(int argc, char** argv) {
       nlohmann::json row;
       if (c.op == "group_norm") {
         row = kjit_bench::run_group_norm(rt, stream, c, s);
+      } else if (c.op == "linear_gn_min") {
+        row = kjit_bench::run_linear_gn_min(rt, stream, c, s);
       } else {
         std::fprintf(stderr, "kjit-bench: unknown op '%s' in the shape list\n", c.op.c_str());
         return 2;
       }
       row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
       if (row.contains("correct") && !row["correct"].get<bool>()) all_correct = false;
-      std::printf("%-12s %-22s %-5s %10.2f %9.2f %8.0f %5.1f%% %9.2e  %s%s\n", c.op.c_str(),
+      std::printf("%-13s %-22s %-5s %10.2f %9.2f %8.0f %5.1f%% %9.2e  %s%s\n", c.op.c_str(),
                   row["shape"].get<std::string>().c_str(), c.dtype.c_str(),
                   row["device_us"].get<double>(), row["host_us"].get<double>(),
                   row["gbps"].get<double>(), row["pct_copy"].get<double>(),

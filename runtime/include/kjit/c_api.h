@@ -25,6 +25,16 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
                             int64_t groups, int silu, int affine, int autotune, char* buf,
                             int64_t size);
 
+/* Linear -> GroupNorm -> min -> + bias. precision: "fp32" | "tf32" | "bf16-inputs" (x, weight
+ * bf16). out: [1, n, m, 1] contiguous, out[c*m + r] = min_r + bias[c]. Workspace: kjit's own,
+ * one per stream. */
+int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
+                       const void* x, const void* weight, const float* linear_bias,
+                       const float* gamma, const float* beta, const float* bias, float* out,
+                       float eps, void* stream, int autotune);
+int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
+                               int64_t groups, int autotune, char* buf, int64_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,205 @@
+// The tools' manifest code, in process: the op registry derives exactly what the runtime compiles,
+// manifests and --problem strings parse, sizes and durations parse.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "kjit/kjit.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "manifest.hpp"
+#include "test_util.hpp"
+#include "tool_util.hpp"
+
+using namespace kjit::tools;
+using kjit::ops::GroupNormProblem;
+using nlohmann::json;
+
+namespace {
+
+std::set<std::string> names(const std::vector<kjit::Spec>& specs) {
+  std::set<std::string> out;
+  for (const auto& s : specs) out.insert(s.instantiation());
+  return out;
+}
+
+// The field an entry's error names ("<none>" when it does not fail).
+std::string error_field(const json& problem) {
+  try {
+    problem_specs(problem, OpContext{});
+  } catch (const EntryError& e) {
+    return e.field();
+  }
+  return "<none>";
+}
+
+}  // namespace
+
+TEST_CASE("group_norm entries derive the runtime's specializations (random problems)") {
+  using kjit_test::uniform;
+  for (int iter = 0; iter < 40; ++iter) {
+    const char* dtypes[] = {"f32", "f16", "bf16"};
+    const std::string dtype = dtypes[uniform(0, 2)];
+    const bool nhwc = uniform(0, 3) == 0;
+    const int64_t groups = uniform(1, 64), cg = uniform(1, 16), N = uniform(1, 16);
+    const int64_t H = uniform(1, 40), W = uniform(1, 40);
+    const int64_t C = groups * cg;
+    const bool silu = uniform(0, 1), affine = uniform(0, 1);
+    json j = {{"op", "group_norm"},
+              {"dtype", dtype},
+              {"layout", nhwc ? "nhwc" : "nchw"},
+              {"shape", nhwc ? json{N, H, W, C} : json{N, C, H, W}},
+              {"groups", groups},
+              {"activation", silu ? "silu" : "none"},
+              {"affine", affine}};
+    GroupNormProblem p = GroupNormProblem::from_shape(
+        nhwc ? std::vector<int64_t>{N, H, W, C} : std::vector<int64_t>{N, C, H, W}, groups,
+        kjit::parse_dtype(dtype), nhwc ? kjit::ops::Layout::NHWC : kjit::ops::Layout::NCHW);
+    p.activation = silu ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+    p.has_weight = p.has_bias = affine;
+    INFO(j.dump(), " ", p.describe());
+    for (int cc : {80, 90}) {
+      OpContext ctx;
+      ctx.cc = cc;
+      OpSpecs os = problem_specs(j, ctx);
+      REQUIRE(os.specs.size() == 1);
+      CHECK(os.specs[0].instantiation() ==
+            group_norm_spec(p, group_norm_heuristic(p, cc, true)).instantiation());
+      CHECK(os.specs[0].header() == "kjit/group_norm.cuh");
+
+      ctx.unaligned = true;
+      std::set<std::string> want = {
+          group_norm_spec(p, group_norm_heuristic(p, cc, true)).instantiation(),
+          group_norm_spec(p, group_norm_heuristic(p, cc, false)).instantiation()};
+      CHECK(names(problem_specs(j, ctx).specs) == want);
+
+      ctx.unaligned = false;
+      ctx.all_candidates = true;
+      want.clear();
+      for (const auto& c : group_norm_candidates(p, cc, true))
+        want.insert(group_norm_spec(p, c).instantiation());
+      const auto all = problem_specs(j, ctx).specs;
+      CHECK(names(all) == want);
+      CHECK(all.size() == want.size());  // no duplicates
+      CHECK(all[0].instantiation() ==    // the heuristic's pick first
+            group_norm_spec(p, group_norm_heuristic(p, cc, true)).instantiation());
+    }
+  }
+}
+
+TEST_CASE("an empty tensor needs no kernel; bad entries name their field") {
+  CHECK(problem_specs(json{{"op", "group_norm"}, {"shape", {0, 64, 8, 8}}, {"groups", 8}}, {})
+            .specs.empty());
+  const json ok = {{"op", "group_norm"}, {"shape", {2, 64, 8, 8}}, {"groups", 8}};
+  CHECK(error_field(ok) == "<none>");
+  auto with = [&](const char* k, json v) {
+    json j = ok;
+    j[k] = std::move(v);
+    return j;
+  };
+  CHECK(error_field(with("groups", 7)) == "groups");  // C % G != 0
+  CHECK(error_field(with("groups", 0)) == "groups");
+  CHECK(error_field(with("groups", "8")) == "groups");
+  CHECK(error_field(with("shape", {2})) == "shape");
+  CHECK(error_field(with("shape", {2, -64, 8})) == "shape");
+  CHECK(error_field(with("shape", "2x64")) == "shape");
+  CHECK(error_field(with("dtype", "f64")) == "dtype");
+  CHECK(error_field(with("param_dtype", 3)) == "param_dtype");
+  CHECK(error_field(with("layout", "ncwh")) == "layout");
+  CHECK(error_field(with("activation", "gelu")) == "activation");
+  CHECK(error_field(with("affine", 1)) == "affine");
+  CHECK(error_field(with("groupz", 8)) == "groupz");
+  CHECK(error_field(with("op", "linear_gn_minimum")) == "op");
+  CHECK(error_field(with("op", 5)) == "op");
+  json no_groups = ok;
+  no_groups.erase("groups");
+  CHECK(error_field(no_groups) == "groups");
+  CHECK(error_field(json{{"shape", {2, 64}}}) == "op");
+  CHECK(error_field(json::array()) == "");
+}
+
+TEST_CASE("manifests: object or array, optional archs, default manifest holds known ops") {
+  Manifest m =
+      parse_manifest(R"({"problems": [{"op": "group_norm"}, 3], "archs": ["sm_80"]})", "x.json");
+  REQUIRE(m.problems.size() == 2);
+  CHECK(m.problems[1].name() == "x.json: problems[1]");
+  CHECK(m.archs == std::vector<std::string>{"sm_80"});
+  CHECK(parse_manifest(R"([{"op": "group_norm"}])", "a.json").problems.size() == 1);
+  CHECK_THROWS_AS(parse_manifest("{", "bad.json"), ManifestError);
+  CHECK_THROWS_AS(parse_manifest(R"({"problem": []})", "bad.json"), ManifestError);
+  CHECK_THROWS_AS(parse_manifest(R"({"problems": {}})", "bad.json"), ManifestError);
+  CHECK_THROWS_AS(parse_manifest(R"({"problems": [], "archs": "sm_90"})", "bad.json"),
+                  ManifestError);
+  CHECK_THROWS_AS(load_manifest_file("/nonexistent/m.json"), ManifestError);
+
+  Manifest d = default_manifest();
+  REQUIRE_FALSE(d.problems.empty());
+  for (const auto& pe : d.problems) {
+    CHECK(op_registry().count(pe.problem["op"].get<std::string>()) == 1);
+    CHECK_FALSE(problem_specs(pe.problem, OpContext{}).specs.empty());
+  }
+}
+
+TEST_CASE("--problem short form") {
+  json j = parse_problem_arg("group_norm bf16 NHWC 4x9x9x32 g=4 none noaffine eps=1");
+  CHECK(j == json{{"op", "group_norm"},
+                  {"dtype", "bf16"},
+                  {"layout", "nhwc"},
+                  {"shape", {4, 9, 9, 32}},
+                  {"groups", 4},
+                  {"activation", "none"},
+                  {"affine", false},
+                  {"eps", 1}});
+  CHECK(parse_problem_arg("group_norm shape=8x256 groups=32 affine=true")["affine"] == true);
+  CHECK(parse_problem_arg(R"( {"op": "x", "M": 3} )") == json{{"op", "x"}, {"M", 3}});
+  CHECK(parse_problem_arg("linear_gn_min f32 M=1024 K=8192 N=8192 G=512") ==
+        json{{"op", "linear_gn_min"},
+             {"dtype", "f32"},
+             {"M", 1024},
+             {"K", 8192},
+             {"N", 8192},
+             {"groups", 512}});
+  CHECK_THROWS_AS(parse_problem_arg("group_norm 8x256 wat"), EntryError);
+  CHECK_THROWS_AS(parse_problem_arg("group_norm f32 f16"), EntryError);  // dtype twice
+  CHECK_THROWS_AS(parse_problem_arg("{nope"), EntryError);
+  CHECK_THROWS_AS(parse_problem_arg("  "), EntryError);
+}
+
+TEST_CASE("targets, sizes and durations") {
+  CHECK(parse_target("sm_90").cc == 90);
+  CHECK(parse_target("sm_90a").cc == 90);
+  CHECK(parse_target("sm_80").arch == "sm_80");
+  CHECK(parse_target("compute_90").cc == 90);
+  CHECK_KJIT_ERROR(parse_target("sm_1"), kjit::Errc::Unsupported);
+  CHECK_KJIT_ERROR(parse_target("hopper"), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(parse_target("sm_90x"), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(parse_target("compute_90a"), kjit::Errc::InvalidArgument);
+
+  CHECK(parse_size("123") == 123u);
+  CHECK(parse_size("64K") == 64u * 1024);
+  CHECK(parse_size("64KiB") == 64u * 1024);
+  CHECK(parse_size("2m") == 2u << 20);
+  CHECK(parse_size("4G") == 4ull << 30);
+  CHECK(parse_size("1T") == 1ull << 40);
+  CHECK(parse_size("100B") == 100u);
+  CHECK_FALSE(parse_size(""));
+  CHECK_FALSE(parse_size("G"));
+  CHECK_FALSE(parse_size("12Q"));
+  CHECK_FALSE(parse_size("-1"));
+  CHECK_FALSE(parse_size("99999999999999999999999"));
+  CHECK_FALSE(parse_size("20000000000T"));
+
+  CHECK(parse_duration("90") == std::chrono::seconds(90));
+  CHECK(parse_duration("90s") == std::chrono::seconds(90));
+  CHECK(parse_duration("90m") == std::chrono::seconds(90 * 60));
+  CHECK(parse_duration("12h") == std::chrono::seconds(12 * 3600));
+  CHECK(parse_duration("30d") == std::chrono::seconds(30 * 86400));
+  CHECK(parse_duration("2w") == std::chrono::seconds(14 * 86400));
+  CHECK_FALSE(parse_duration("d"));
+  CHECK_FALSE(parse_duration("3y"));
+  CHECK_FALSE(parse_duration("99999999999d"));
+
+  CHECK(format_bytes(812) == "812 B");
+  CHECK(format_bytes(4200) == "4.1 KiB");
+  CHECK(format_age(45) == "45s");
+  CHECK(format_age(3 * 86400) == "3d");
+}

@@ -1,0 +1,224 @@
+// kjit-precompile, run as a process the way CI and users run it (no GPU needed).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "kjit/kjit.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "test_util.hpp"
+#include "tool_runner.hpp"
+
+using kjit_test::run_tool;
+using kjit_test::TempDir;
+using nlohmann::json;
+
+namespace {
+
+// The seed GroupNorm workload of the default manifest, derived here independently of the tool:
+// what kjit::ops::group_norm compiles on an sm_90 device for 16-byte aligned pointers.
+kjit::Spec seed_group_norm_spec(int cc) {
+  auto p = kjit::ops::GroupNormProblem::from_shape({8, 256, 24, 24}, 32, kjit::DType::F32);
+  p.activation = kjit::ops::Activation::SiLU;
+  p.has_weight = p.has_bias = true;
+  return kjit::ops::group_norm_spec(p, kjit::ops::group_norm_heuristic(p, cc, true));
+}
+
+size_t count_entry_files(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().extension() == ".kjit") ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "precompile of the default manifest for sm_90: entries, then all cached, then the "
+    "runtime's lookup compiles nothing") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  auto first =
+      run_tool("kjit-precompile", "--arch sm_90 --cache-dir " + cache + " --json -j2", dir.path);
+  INFO(first.err);
+  REQUIRE(first.rc == 0);
+  const json s1 = first.json();
+  CHECK(s1["failed"] == 0);
+  CHECK(s1["cached"] == 0);
+  const size_t total = s1["total"].get<size_t>();
+  CHECK(total >= 1);
+  CHECK(s1["compiled"] == total);
+  CHECK(s1["seconds"].get<double>() >= 0);
+  CHECK(s1["archs"] == json::array({"sm_90"}));
+  CHECK(count_entry_files(cache) == total);
+  for (const json& k : s1["kernels"]) {
+    CHECK(k["status"] == "compiled");
+    CHECK(k["arch"] == "sm_90");
+    CHECK(k["key"].get<std::string>().size() == 64);
+  }
+
+  // A second run finds everything in the cache.
+  auto second =
+      run_tool("kjit-precompile", "--arch sm_90 --cache-dir " + cache + " --json -j2", dir.path);
+  REQUIRE(second.rc == 0);
+  const json s2 = second.json();
+  CHECK(s2["compiled"] == 0);
+  CHECK(s2["cached"] == total);
+  CHECK(s2["failed"] == 0);
+
+  // The runtime's side: the compiler a Runtime would use on an sm_90 device, on that folder.
+  kjit::cache::Options o;
+  o.dir = cache;
+  kjit::Compiler compiler(o);
+  const kjit::Spec spec = seed_group_norm_spec(90);
+  kjit::CompiledKernel k = compiler.get(spec, "sm_90");
+  CHECK(k.from_disk);
+  CHECK(compiler.stats().nvrtc_compiles == 0);
+  CHECK(compiler.stats().disk.hits == 1);
+  bool listed = false;
+  for (const json& j : s1["kernels"]) listed |= j["instantiation"] == spec.instantiation();
+  CHECK(listed);
+}
+
+TEST_CASE("precompile for several archs and every autotune candidate, in parallel") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  const std::string problem = "-p 'group_norm f32 nchw 2x64x16x16 g=8 silu'";
+  auto r = run_tool("kjit-precompile",
+                    problem + " -a sm_80,sm_90 --all-candidates -j2 --json --cache-dir " + cache,
+                    dir.path);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const json s = r.json();
+  const size_t total = s["total"].get<size_t>();
+  CHECK(s["compiled"] == total);
+  CHECK(s["jobs"] == 2);
+
+  // Exactly the candidates the runtime's autotuner tries, for each arch's compute capability.
+  auto p = kjit::ops::GroupNormProblem::from_shape({2, 64, 16, 16}, 8, kjit::DType::F32);
+  std::set<std::string> want, got;
+  for (int cc : {80, 90})
+    for (const auto& c : kjit::ops::group_norm_candidates(p, cc, true))
+      want.insert("sm_" + std::to_string(cc) + " " +
+                  kjit::ops::group_norm_spec(p, c).instantiation());
+  for (const json& k : s["kernels"])
+    got.insert(k["arch"].get<std::string>() + " " + k["instantiation"].get<std::string>());
+  CHECK(got == want);
+  CHECK(total == want.size());
+
+  // Then the heuristic's pick alone is already there, and a dry run says so.
+  auto again =
+      run_tool("kjit-precompile", problem + " -a sm_90 --json --cache-dir " + cache, dir.path);
+  REQUIRE(again.rc == 0);
+  CHECK(again.json()["compiled"] == 0);
+  CHECK(again.json()["cached"] == 1);
+  auto dry =
+      run_tool("kjit-precompile",
+               problem + " -a sm_90 --unaligned --dry-run --json --cache-dir " + cache, dir.path);
+  REQUIRE(dry.rc == 0);
+  const json d = dry.json();
+  CHECK(d["total"] == 2);  // aligned (cached) + unaligned (not compiled: no --unaligned above)
+  CHECK(d["cached"] == 1);
+  CHECK(d["missing"] == 1);
+}
+
+TEST_CASE("a bad manifest entry is named with its index and field; the valid ones compile") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  const std::string manifest = dir.path + "/m.json";
+  kjit_test::write_text(manifest, R"({"problems": [
+    {"op": "group_norm", "dtype": "f32", "shape": [2, 64, 7, 7], "groups": 8},
+    {"op": "group_norm", "dtype": "f32", "shape": [2, 250, 7, 7], "groups": 32},
+    {"op": "no_such_op", "shape": [2, 64]},
+    {"op": "group_norm", "shape": [2, 64, 7, 7], "group": 8},
+    {"op": "group_norm", "shape": [2, 64, 7, 7], "groups": 8, "dtype": "f8"},
+    {"op": "group_norm", "shape": [2, 7, 7, 64], "groups": 8, "layout": "nhwc", "dtype": "bf16"}
+  ]})");
+  auto r =
+      run_tool("kjit-precompile", manifest + " -a sm_90 --json --cache-dir " + cache, dir.path);
+  CHECK(r.rc != 0);
+  const json s = r.json();
+  CHECK(s["compiled"] == 2);  // entries 0 and 5
+  CHECK(s["bad_entries"] == 4);
+  CHECK(s["failed"] == 4);
+  std::map<size_t, std::string> field;
+  for (const json& e : s["errors"]) {
+    CHECK(e["source"] == manifest);
+    field[e["index"].get<size_t>()] = e["field"].get<std::string>();
+    CHECK(e["entry"].get<std::string>().find("problems[" + std::to_string(e["index"].get<int>()) +
+                                             "]") != std::string::npos);
+  }
+  CHECK(field ==
+        std::map<size_t, std::string>{{1, "groups"}, {2, "op"}, {3, "group"}, {4, "dtype"}});
+  // The same, in the plain text on stderr.
+  CHECK(r.err.find("problems[1]: field 'groups': C = 250 is not divisible by groups = 32") !=
+        std::string::npos);
+  CHECK(r.err.find("problems[2]: field 'op': unknown op 'no_such_op'") != std::string::npos);
+  // The valid entries reached the cache.
+  CHECK(count_entry_files(cache) == 2);
+
+  // A manifest that is not JSON at all is a usage error, before anything compiles.
+  kjit_test::write_text(manifest, "{\"problems\": [");
+  auto bad = run_tool("kjit-precompile", manifest + " --cache-dir " + cache, dir.path);
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("not valid JSON") != std::string::npos);
+}
+
+TEST_CASE("--problem short form and JSON form give the same kernel as a manifest entry") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  auto keys = [&](const std::string& args) {
+    auto r =
+        run_tool("kjit-precompile", args + " -a sm_90 -n --json --cache-dir " + cache, dir.path);
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    std::set<std::string> out;
+    const json s = r.json();
+    for (const json& k : s["kernels"]) out.insert(k["key"].get<std::string>());
+    return out;
+  };
+  const std::string manifest = dir.path + "/m.json";
+  kjit_test::write_text(manifest, R"({"problems": [{"op": "group_norm", "dtype": "f16",
+      "layout": "nhwc", "shape": [4, 9, 9, 32], "groups": 4, "activation": "none",
+      "affine": false}]})");
+  const auto from_file = keys(manifest);
+  CHECK(from_file.size() == 1);
+  CHECK(keys("-p 'group_norm f16 nhwc 4x9x9x32 g=4 none noaffine'") == from_file);
+  CHECK(keys("--problem '{\"op\": \"group_norm\", \"dtype\": \"fp16\", \"layout\": \"NHWC\", "
+             "\"shape\": [4, 9, 9, 32], \"groups\": 4, \"activation\": \"none\", \"affine\": "
+             "false}'") == from_file);
+  // The default manifest differs from it.
+  CHECK(keys("") != from_file);
+}
+
+TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  auto r = run_tool("kjit-precompile", "-a sm_90 -j1 --cache-dir " + cache, dir.path);
+  INFO(r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("[1/") != std::string::npos);
+  CHECK(r.out.find("compiled") != std::string::npos);
+  CHECK(r.out.find("\033[") == std::string::npos);  // no progress bar into a pipe
+  CHECK(r.out.find("0 failed in") != std::string::npos);
+
+  auto arch = run_tool("kjit-precompile", "-a sm_1 --cache-dir " + cache, dir.path);
+  CHECK(arch.rc == 2);
+  CHECK(arch.err.find("sm_1") != std::string::npos);
+  auto form = run_tool("kjit-precompile", "-a volta --cache-dir " + cache, dir.path);
+  CHECK(form.rc == 2);
+  auto missing =
+      run_tool("kjit-precompile", dir.path + "/nope.json --cache-dir " + cache, dir.path);
+  CHECK(missing.rc == 2);
+  CHECK(missing.err.find("nope.json") != std::string::npos);
+
+  auto ops = run_tool("kjit-precompile", "--list-ops", dir.path);
+  CHECK(ops.rc == 0);
+  CHECK(ops.out.find("group_norm") != std::string::npos);
+  auto pm = run_tool("kjit-precompile", "--print-manifest", dir.path);
+  REQUIRE(pm.rc == 0);
+  CHECK(pm.json()["problems"][0]["op"] == "group_norm");
+}

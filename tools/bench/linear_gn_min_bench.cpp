@@ -1,0 +1,91 @@
+// Linear -> GroupNorm -> min -> bias: check sampled rows against the float64 reference, then
+// device time (graph replay) and host time per call.
+#include <algorithm>
+#include <random>
+
+#include "cases.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+#include "kjit/reference.hpp"
+#include "timing.hpp"
+
+namespace kjit_bench {
+namespace {
+
+std::vector<float> normal(size_t n, float sd, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.f, sd);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(g);
+  return v;
+}
+
+kjit::DeviceBuffer upload(kjit::Runtime& rt, const std::vector<float>& v) {
+  kjit::DeviceBuffer b(rt, v.size() * 4);
+  b.upload(v.data(), v.size() * 4);
+  return b;
+}
+
+}  // namespace
+
+nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case& c,
+                                 const Settings& s) {
+  kjit::ops::LinearGnMinProblem p;
+  p.M = c.shape.at(0);
+  p.K = c.shape.at(1);
+  p.N = c.shape.at(2);
+  p.G = c.groups;
+  p.precision = c.dtype == "tf32" ? kjit::ops::Precision::Tf32 : kjit::ops::Precision::Fp32;
+  kjit::ops::LinearGnMinOptions opt;
+  opt.autotune = s.autotune;
+  const auto info = kjit::ops::prepare_linear_gn_min(rt, p, opt);
+  kjit::ops::reserve_linear_gn_min_workspace(rt, p, stream);
+
+  // nn.Linear's init scale keeps Y = O(1), as in the module.
+  const float ws = 1.f / std::sqrt(static_cast<float>(p.K));
+  auto x = normal(p.M * p.K, 1.f, 1), w = normal(p.N * p.K, ws, 2), lb = normal(p.N, ws, 3);
+  auto gamma = normal(p.N, 0.5f, 4), beta = normal(p.N, 0.5f, 5), bias = normal(p.N, 1.f, 6);
+  for (auto& g : gamma) g += 1.f;
+  auto dx = upload(rt, x), dw = upload(rt, w), dlb = upload(rt, lb), dg = upload(rt, gamma),
+       dbe = upload(rt, beta), db = upload(rt, bias);
+  kjit::DeviceBuffer out(rt, p.M * p.N * 4);
+  auto call = [&](int) {
+    kjit::ops::linear_gn_min(rt, p, reinterpret_cast<void*>(dx.ptr()),
+                             reinterpret_cast<void*>(dw.ptr()), dlb.as<float>(), dg.as<float>(),
+                             dbe.as<float>(), db.as<float>(), out.as<float>(), opt, stream);
+  };
+  const double flops = 2.0 * p.M * p.N * p.K;
+  nlohmann::json row = {
+      {"op", "linear_gn_min"},
+      {"shape", shape_text(c)},
+      {"dtype", c.dtype},
+      {"config", info.kernel + "; GEMM " + info.gemm_algo},
+      {"bytes", static_cast<double>((p.M * p.K + p.N * p.K + 2 * p.M * p.N) * 4)}};
+  if (s.check) {
+    out.fill_bytes(0xFF);
+    call(0);
+    kjit::Event done(rt);
+    done.record(stream);
+    done.synchronize();
+    std::vector<float> o(p.M * p.N);
+    out.download(o.data(), o.size() * 4);
+    std::vector<int64_t> rows = {0, p.M - 1, p.M / 2, p.M / 3};
+    auto mins = kjit::reference::linear_gn_min_rows(p, x.data(), w.data(), lb.data(), gamma.data(),
+                                                    beta.data(), 1e-5, rows);
+    double max_abs = 0;
+    bool finite = std::all_of(o.begin(), o.end(), [](float v) { return std::isfinite(v); });
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (int64_t ch = 0; ch < p.N; ++ch)
+        max_abs = std::max(max_abs, std::fabs(o[ch * p.M + rows[r]] - (mins[r] + bias[ch])));
+    row["max_abs_err_sampled_rows"] = max_abs;
+    row["rel_l2"] = max_abs;
+    row["correct"] = finite && max_abs <= (p.precision == kjit::ops::Precision::Fp32 ? 1e-4 : 5e-3);
+  }
+  DeviceTime t = graph_time(rt, stream, 5, std::max(10, s.replays / 3), call);
+  row["device_us"] = t.median_us;
+  row["tflops"] = flops / (t.median_us * 1e-6) / 1e12;
+  row["gbps"] = row["bytes"].get<double>() / (t.median_us * 1e-6) / 1e9;
+  row["host_us"] = host_us_per_call(rt, stream, 20, 5, [&] { call(0); });
+  return row;
+}
+
+}  // namespace kjit_bench

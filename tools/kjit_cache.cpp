@@ -1,0 +1,289 @@
+// kjit-cache: look after a kjit disk cache: stats, list, verify, prune, clear, export, import.
+//
+// Read-only commands (stats, list, verify, export) open the cache read-only, so they never touch a
+// file (not even the LRU timestamps); prune, clear and import open it read-write.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "kjit/cache/disk_cache.hpp"
+#include "tool_util.hpp"
+
+namespace {
+
+using nlohmann::json;
+namespace kc = kjit::cache;
+using kjit::tools::format_age;
+using kjit::tools::format_bytes;
+
+// One entry with what its metadata says (when it reads back valid).
+struct Row {
+  kc::EntryInfo info;
+  std::string kind, arch, instantiation, header;
+};
+
+std::string meta(const kc::Entry& e, const char* name) {
+  const std::string* v = e.find(name);
+  return v ? *v : std::string();
+}
+
+std::vector<Row> rows(kc::DiskCache& cache) {
+  std::vector<Row> out;
+  for (kc::EntryInfo& info : cache.list(false)) {
+    Row r;
+    if (info.valid) {
+      kc::Key key;
+      std::optional<kc::Entry> e;
+      if (kc::Key::from_hex(info.key_hex, &key)) e = cache.get(key);  // verifies the checksum
+      if (e) {
+        r.kind = meta(*e, "kind");
+        r.arch = meta(*e, "arch");
+        r.instantiation = meta(*e, "instantiation");
+        r.header = meta(*e, "header");
+      } else {
+        info.valid = false;
+        info.error = "does not verify (run kjit-cache verify)";
+      }
+    }
+    r.info = std::move(info);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+int64_t now_s() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
+
+int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
+  const std::vector<Row> all = rows(cache);
+  uint64_t bytes = 0, invalid = 0;
+  int64_t oldest = 0, newest = 0;
+  std::map<std::string, uint64_t> kinds, archs;
+  for (const Row& r : all) {
+    bytes += r.info.size;
+    if (!r.info.valid) {
+      ++invalid;
+      continue;
+    }
+    ++kinds[or_dash(r.kind)];
+    if (!r.arch.empty()) ++archs[r.arch];
+    if (oldest == 0 || r.info.mtime < oldest) oldest = r.info.mtime;
+    if (r.info.mtime > newest) newest = r.info.mtime;
+  }
+  const int64_t now = now_s();
+  std::error_code ec;
+  const bool exists = std::filesystem::is_directory(cache.dir(), ec);
+  if (as_json) {
+    json out = {{"dir", cache.dir()}, {"exists", exists},       {"entries", all.size()},
+                {"bytes", bytes},     {"max_bytes", max_bytes}, {"invalid", invalid},
+                {"kinds", kinds},     {"archs", archs}};
+    out["oldest_age_s"] = oldest ? json(now - oldest) : json(nullptr);
+    out["newest_age_s"] = newest ? json(now - newest) : json(nullptr);
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("cache dir   %s%s\n", cache.dir().c_str(), exists ? "" : " (does not exist yet)");
+  std::printf("entries     %zu", all.size());
+  for (const auto& [k, n] : kinds)
+    std::printf("%s%s %llu", k == kinds.begin()->first ? " (" : ", ", k.c_str(),
+                static_cast<unsigned long long>(n));
+  std::printf("%s\n", kinds.empty() ? "" : ")");
+  std::printf("size        %s", format_bytes(bytes).c_str());
+  if (max_bytes)
+    std::printf(" of %s cap (%.0f%%)", format_bytes(max_bytes).c_str(),
+                100.0 * static_cast<double>(bytes) / static_cast<double>(max_bytes));
+  std::printf("\n");
+  if (!archs.empty()) {
+    std::printf("archs      ");
+    for (const auto& [a, n] : archs)
+      std::printf(" %s: %llu", a.c_str(), static_cast<unsigned long long>(n));
+    std::printf("\n");
+  }
+  if (oldest)
+    std::printf("last used   newest %s ago, oldest %s ago\n", format_age(now - newest).c_str(),
+                format_age(now - oldest).c_str());
+  if (invalid)
+    std::printf("invalid     %llu (run kjit-cache verify)\n",
+                static_cast<unsigned long long>(invalid));
+  return 0;
+}
+
+int cmd_list(kc::DiskCache& cache, bool as_json, bool full_keys) {
+  const std::vector<Row> all = rows(cache);
+  const int64_t now = now_s();
+  if (as_json) {
+    json out = json::array();
+    for (const Row& r : all) {
+      json e = {{"key", r.info.key_hex}, {"label", r.info.label},       {"kind", r.kind},
+                {"arch", r.arch},        {"header", r.header},          {"size", r.info.size},
+                {"mtime", r.info.mtime}, {"age_s", now - r.info.mtime}, {"path", r.info.path},
+                {"valid", r.info.valid}};
+      e["instantiation"] = r.instantiation;
+      if (!r.info.valid) e["error"] = r.info.error;
+      out.push_back(std::move(e));
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  const int kw = full_keys ? 64 : 16;
+  std::printf("%-*s  %-6s  %-8s  %10s  %5s  %s\n", kw, "KEY", "KIND", "ARCH", "SIZE", "AGE",
+              "LABEL");
+  for (const Row& r : all) {
+    std::string label = r.info.valid ? r.info.label : "INVALID: " + r.info.error;
+    std::printf("%-*s  %-6s  %-8s  %10s  %5s  %s\n", kw, r.info.key_hex.substr(0, kw).c_str(),
+                or_dash(r.kind).c_str(), or_dash(r.arch).c_str(), format_bytes(r.info.size).c_str(),
+                format_age(now - r.info.mtime).c_str(), label.c_str());
+  }
+  std::printf("%zu entries\n", all.size());
+  return 0;
+}
+
+int cmd_verify(kc::DiskCache& cache, bool as_json) {
+  const std::vector<kc::EntryInfo> all = cache.list(true);
+  json bad = json::array();
+  for (const kc::EntryInfo& e : all)
+    if (!e.valid)
+      bad.push_back({{"key", e.key_hex}, {"path", e.path}, {"label", e.label}, {"error", e.error}});
+  if (as_json) {
+    std::printf("%s\n", json{{"dir", cache.dir()},
+                             {"entries", all.size()},
+                             {"ok", all.size() - bad.size()},
+                             {"bad", bad}}
+                            .dump(2)
+                            .c_str());
+  } else {
+    for (const json& b : bad)
+      std::printf("BAD %s  %s: %s\n", b["key"].get<std::string>().c_str(),
+                  b["path"].get<std::string>().c_str(), b["error"].get<std::string>().c_str());
+    std::printf("%zu entries verified in %s: %zu ok, %zu bad\n", all.size(), cache.dir().c_str(),
+                all.size() - bad.size(), bad.size());
+    if (!bad.empty())
+      std::printf(
+          "(bad entries are recompiled on next use; kjit-cache clear or prune removes "
+          "them)\n");
+  }
+  return bad.empty() ? 0 : 1;
+}
+
+bool require_writable(kc::DiskCache& cache, const char* what) {
+  if (cache.mode() == kc::Mode::ReadWrite) return true;
+  std::fprintf(stderr, "kjit-cache %s: cache folder %s is not writable\n", what,
+               cache.dir().c_str());
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kjit-cache: inspect and maintain a kjit disk cache"};
+  app.require_subcommand(1);
+  app.fallthrough();  // --cache-dir before or after the subcommand
+  std::string cache_dir;
+  app.add_option("--cache-dir", cache_dir,
+                 "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
+                 "~/.cache/kjit)");
+
+  bool json_out = false, full_keys = false;
+  std::string max_size, older_than, file;
+
+  CLI::App* stats = app.add_subcommand("stats", "entries, size, cap, kinds and archs");
+  stats->add_flag("--json", json_out, "one JSON object");
+  CLI::App* list = app.add_subcommand("list", "one line per entry: key, kind, arch, size, age");
+  list->add_flag("--json", json_out, "a JSON array of entries (full keys, paths, metadata)");
+  list->add_flag("--full-keys", full_keys, "print the whole 64-digit key");
+  CLI::App* verify =
+      app.add_subcommand("verify", "check every entry's checksum; exit 1 if any is bad");
+  verify->add_flag("--json", json_out, "one JSON object");
+  CLI::App* prune = app.add_subcommand(
+      "prune", "remove least recently used entries down to a size and/or older than an age");
+  prune->add_option("--max-size", max_size, "keep at most this much: bytes or 512K, 64M, 2G");
+  prune->add_option("--older-than", older_than,
+                    "remove entries not used for this long: 90m, 12h, 30d, 2w (or seconds)");
+  CLI::App* clear = app.add_subcommand("clear", "remove every entry");
+  CLI::App* exp = app.add_subcommand("export", "write every valid entry into one archive file");
+  exp->add_option("FILE", file, "archive to write (replaced atomically)")->required();
+  CLI::App* imp = app.add_subcommand(
+      "import", "verify an archive, then publish its entries into the cache (atomically each)");
+  imp->add_option("FILE", file, "archive to read")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  std::optional<uint64_t> target_bytes;
+  std::optional<std::chrono::seconds> max_age;
+  if (prune->parsed()) {
+    if (max_size.empty() && older_than.empty()) {
+      std::fprintf(stderr, "kjit-cache prune: give --max-size and/or --older-than\n");
+      return 2;
+    }
+    if (!max_size.empty() && !(target_bytes = kjit::tools::parse_size(max_size))) {
+      std::fprintf(stderr,
+                   "kjit-cache prune: --max-size '%s' is not a size (bytes, or with a K, M, G "
+                   "or T suffix)\n",
+                   max_size.c_str());
+      return 2;
+    }
+    if (!older_than.empty() && !(max_age = kjit::tools::parse_duration(older_than))) {
+      std::fprintf(stderr,
+                   "kjit-cache prune: --older-than '%s' is not a duration (a number with s, m, "
+                   "h, d or w)\n",
+                   older_than.c_str());
+      return 2;
+    }
+  }
+
+  const bool writes = prune->parsed() || clear->parsed() || imp->parsed();
+  const kc::Options opts =
+      kjit::tools::cache_options(cache_dir, writes ? kc::Mode::ReadWrite : kc::Mode::ReadOnly);
+  try {
+    kc::DiskCache cache(opts);
+    if (stats->parsed()) return cmd_stats(cache, opts.max_bytes, json_out);
+    if (list->parsed()) return cmd_list(cache, json_out, full_keys);
+    if (verify->parsed()) return cmd_verify(cache, json_out);
+    if (prune->parsed()) {
+      if (!require_writable(cache, "prune")) return 1;
+      const uint64_t before = cache.total_bytes();
+      const uint64_t n = cache.prune(target_bytes, max_age);
+      const uint64_t after = cache.total_bytes();
+      std::printf("pruned %llu entries from %s: %s -> %s\n", static_cast<unsigned long long>(n),
+                  cache.dir().c_str(), format_bytes(before).c_str(), format_bytes(after).c_str());
+      return 0;
+    }
+    if (clear->parsed()) {
+      if (!require_writable(cache, "clear")) return 1;
+      const uint64_t n = cache.clear();
+      std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n),
+                  cache.dir().c_str());
+      return 0;
+    }
+    if (exp->parsed()) {
+      const uint64_t n = cache.export_to(file);
+      std::printf("exported %llu entries from %s to %s\n", static_cast<unsigned long long>(n),
+                  cache.dir().c_str(), file.c_str());
+      return 0;
+    }
+    if (imp->parsed()) {
+      if (!require_writable(cache, "import")) return 1;
+      const uint64_t n = cache.import_from(file);
+      std::printf("imported %llu entries from %s into %s\n", static_cast<unsigned long long>(n),
+                  file.c_str(), cache.dir().c_str());
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kjit-cache: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,475 @@
+// kjit-precompile: fill a kjit disk cache ahead of time, without a GPU, so that an application's
+// first calls load cubins from disk instead of waiting for NVRTC.
+//
+// Problems (from manifests, --problem options, or the embedded default manifest) go through the
+// op registry (manifest.cpp) to the exact specializations the runtime compiles for them; the
+// distinct (specialization, arch) pairs are compiled by -j worker threads through one
+// kjit::Compiler, which looks in the disk cache first.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kjit/kjit.hpp"
+#include "manifest.hpp"
+#include "tool_util.hpp"
+
+namespace {
+
+using kjit::tools::EntryError;
+using kjit::tools::ProblemEntry;
+using kjit::tools::Target;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+enum class Status { Pending, Compiled, Cached, Failed };
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Compiled:
+      return "compiled";
+    case Status::Cached:
+      return "cached";
+    case Status::Failed:
+      return "failed";
+    case Status::Pending:
+      break;
+  }
+  return "pending";
+}
+
+// One distinct (specialization, arch) to compile, and the problems that need it.
+struct Job {
+  Job(kjit::Spec s, Target t) : spec(std::move(s)), target(std::move(t)) {}
+  kjit::Spec spec;
+  Target target;
+  std::vector<std::string> entries;  // ProblemEntry::name() of each problem that asked for it
+  Status status = Status::Pending;
+  double ms = 0;
+  size_t bytes = 0;
+  std::string key_hex;
+  std::string error;
+};
+
+struct EntryFailure {
+  std::string entry;
+  size_t index = 0;
+  std::string source, field, message;
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Progress output. On a terminal: one bar redrawn in place (failures printed above it). Otherwise
+// one plain line per kernel. Nothing on stdout with --json (errors still go to stderr).
+class Reporter {
+ public:
+  Reporter(size_t total, bool json, bool quiet)
+      : total_(total),
+        json_(json),
+        quiet_(quiet),
+        tty_(!json && isatty(STDOUT_FILENO)),
+        t0_(Clock::now()) {}
+
+  void done(const Job& j) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++finished_;
+    if (j.status == Status::Compiled) ++compiled_;
+    if (j.status == Status::Cached) ++cached_;
+    if (j.status == Status::Failed) ++failed_;
+    if (j.status == Status::Failed) {
+      clear_bar();
+      std::fprintf(stderr, "kjit-precompile: FAILED %s for %s (%s): %s\n",
+                   j.spec.instantiation().c_str(), j.target.arch.c_str(), j.entries[0].c_str(),
+                   j.error.c_str());
+    }
+    if (json_) return;
+    if (tty_) {
+      draw_bar();
+    } else if (!quiet_) {
+      std::printf("[%*zu/%zu] %-8s %-8s %8.1f ms  %s\n", width(), finished_, total_,
+                  status_name(j.status), j.target.arch.c_str(), j.ms,
+                  j.spec.instantiation().c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  void finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tty_ && drawn_) {
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+
+  size_t compiled() const { return compiled_; }
+  size_t cached() const { return cached_; }
+  size_t failed() const { return failed_; }
+
+ private:
+  int width() const { return static_cast<int>(std::to_string(total_).size()); }
+
+  void clear_bar() {
+    if (tty_ && drawn_) {
+      std::printf("\r\033[K");
+      std::fflush(stdout);
+    }
+  }
+
+  void draw_bar() {
+    constexpr size_t kWidth = 30;
+    const size_t fill = total_ ? finished_ * kWidth / total_ : kWidth;
+    std::string bar(fill, '#');
+    bar.append(kWidth - fill, '.');
+    std::printf("\r\033[K[%s] %zu/%zu  compiled %zu  cached %zu  failed %zu  %.1fs", bar.c_str(),
+                finished_, total_, compiled_, cached_, failed_, seconds_since(t0_));
+    std::fflush(stdout);
+    drawn_ = true;
+  }
+
+  std::mutex mu_;
+  size_t total_, finished_ = 0, compiled_ = 0, cached_ = 0, failed_ = 0;
+  bool json_, quiet_, tty_, drawn_ = false;
+  Clock::time_point t0_;
+};
+
+void compile_job(kjit::Compiler& compiler, Job& job) {
+  const auto t0 = Clock::now();
+  try {
+    kjit::CompiledKernel k = compiler.get(job.spec, job.target.arch);
+    const kjit::cache::Key key = compiler.key(job.spec, job.target.arch);
+    job.key_hex = key.hex();
+    job.bytes = k.binary.size();
+    if (k.from_disk) {
+      job.status = Status::Cached;
+    } else if (compiler.disk_cache().get(key)) {  // compiled: make sure it reached the cache
+      job.status = Status::Compiled;
+    } else {
+      job.status = Status::Failed;
+      job.error =
+          "compiled, but the entry could not be written to the cache (see the kjit: "
+          "warnings; disk full, or evicted by KJIT_CACHE_MAX_SIZE?)";
+    }
+  } catch (const kjit::Error& e) {
+    job.status = Status::Failed;
+    job.error = std::string(kjit::errc_name(e.code())) + ": " + e.what();
+  } catch (const std::exception& e) {
+    job.status = Status::Failed;
+    job.error = e.what();
+  }
+  job.ms = seconds_since(t0) * 1000;
+}
+
+// The current device's target, else sm_90.
+Target default_target(std::string* note) {
+  *note = "default; no GPU here";
+  if (kjit::gpu_available()) {
+    try {
+      kjit::Runtime rt;
+      *note = "the current device, " + rt.props().name;
+      return Target{rt.arch(), rt.props().cc(), rt.props().sm_count};
+    } catch (const kjit::Error& e) {
+      *note = std::string("default; the GPU could not be opened: ") + e.what();
+    }
+  }
+  return Target{"sm_90", 90, 0};
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "kjit-precompile: compile the kernels of a list of problems into the kjit disk cache, "
+      "ahead of time and without a GPU.\nWith no manifest and no --problem, the embedded default "
+      "manifest (the seed workloads) is used."};
+  std::vector<std::string> manifests, problem_args, arch_args;
+  std::string cache_dir;
+  unsigned jobs_n = std::max(1u, std::thread::hardware_concurrency());
+  int sm_count = 0;
+  bool all_candidates = false, unaligned = false, json_out = false, quiet = false;
+  bool dry_run = false, print_manifest = false, list_ops = false;
+  app.add_option("manifest", manifests,
+                 "JSON manifest file(s): {\"problems\": [...], \"archs\": [...]}; - reads stdin");
+  app.add_option("-p,--problem", problem_args,
+                 "a problem: JSON object, or short form e.g. "
+                 "'group_norm f32 nchw 8x256x24x24 g=32 silu' (repeatable)");
+  app.add_option("-a,--arch", arch_args,
+                 "target arch(s): sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, compute_90, ... "
+                 "(repeatable or comma-separated; default: the manifest's \"archs\", else the "
+                 "current GPU, else sm_90)")
+      ->delimiter(',');
+  app.add_option("--cache-dir", cache_dir,
+                 "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
+                 "~/.cache/kjit)");
+  app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("--sm-count", sm_count,
+                 "SMs of the target device, for heuristics that depend on it (default: the local "
+                 "GPU's when it is the target, else 132 as on H100/H200 SXM)")
+      ->check(CLI::Range(1, 100000));
+  app.add_flag(
+      "--all-candidates", all_candidates,
+      "also compile every autotune candidate (so KJIT_AUTOTUNE=1 compiles nothing either)");
+  app.add_flag("--unaligned", unaligned,
+               "also compile the variants for pointers that are not 16-byte aligned (default: "
+               "16-byte aligned pointers only, which is what cudaMalloc/torch give)");
+  app.add_flag("--json", json_out, "print one JSON summary object on stdout, nothing else");
+  app.add_flag("-q,--quiet", quiet, "no per-kernel lines, only errors and the summary");
+  app.add_flag("-n,--dry-run", dry_run,
+               "list the kernels and whether the cache has them; compile nothing");
+  app.add_flag("--print-manifest", print_manifest,
+               "print the problems that would be precompiled (as a manifest) and exit");
+  app.add_flag("--list-ops", list_ops, "print the ops a manifest may name and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  if (list_ops) {
+    for (const auto& [name, fn] : kjit::tools::op_registry()) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+
+  // ---- problems ----
+  std::vector<ProblemEntry> entries;
+  std::vector<std::string> manifest_archs;
+  std::vector<EntryFailure> failures;
+  try {
+    std::vector<kjit::tools::Manifest> ms;
+    for (const auto& path : manifests) ms.push_back(kjit::tools::load_manifest_file(path));
+    if (manifests.empty() && problem_args.empty()) ms.push_back(kjit::tools::default_manifest());
+    for (auto& m : ms) {
+      entries.insert(entries.end(), m.problems.begin(), m.problems.end());
+      for (const auto& a : m.archs)
+        if (std::find(manifest_archs.begin(), manifest_archs.end(), a) == manifest_archs.end())
+          manifest_archs.push_back(a);
+    }
+  } catch (const kjit::tools::ManifestError& e) {
+    std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
+    return 2;
+  }
+  size_t bad_problem_args = 0;  // --problem values that did not parse (not in `entries`)
+  for (size_t i = 0; i < problem_args.size(); ++i) {
+    ProblemEntry pe{"--problem", i, json()};
+    try {
+      pe.problem = kjit::tools::parse_problem_arg(problem_args[i]);
+    } catch (const EntryError& e) {
+      failures.push_back({pe.name(), i, pe.source, e.field(), e.what()});
+      ++bad_problem_args;
+      continue;
+    }
+    entries.push_back(std::move(pe));
+  }
+
+  auto report = [](const EntryFailure& f) {
+    std::fprintf(stderr, "kjit-precompile: error: %s%s%s: %s\n", f.entry.c_str(),
+                 f.field.empty() ? "" : ": field '", f.field.empty() ? "" : (f.field + "'").c_str(),
+                 f.message.c_str());
+  };
+  size_t reported = 0;  // --problem values that did not parse are reported here
+  for (; reported < failures.size(); ++reported) report(failures[reported]);
+
+  if (print_manifest) {
+    json m;
+    m["problems"] = json::array();
+    for (const auto& e : entries) m["problems"].push_back(e.problem);
+    if (!manifest_archs.empty() || !arch_args.empty())
+      m["archs"] = arch_args.empty() ? manifest_archs : arch_args;
+    std::printf("%s\n", m.dump(2).c_str());
+    return failures.empty() ? 0 : 1;
+  }
+
+  // ---- targets ----
+  std::vector<Target> targets;
+  std::string target_note;
+  try {
+    const auto& names = !arch_args.empty() ? arch_args : manifest_archs;
+    for (const auto& a : names) {
+      Target t = kjit::tools::parse_target(a);
+      if (std::none_of(targets.begin(), targets.end(),
+                       [&](const Target& o) { return o.arch == t.arch; }))
+        targets.push_back(t);
+    }
+    if (targets.empty()) targets.push_back(default_target(&target_note));
+  } catch (const kjit::Error& e) {
+    std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
+    return 2;
+  }
+
+  // ---- jobs: distinct (specialization, arch), in manifest order ----
+  std::vector<Job> jobs;
+  std::map<std::string, size_t> job_index;
+  for (const auto& pe : entries) {
+    try {
+      for (const Target& t : targets) {
+        kjit::tools::OpContext ctx;
+        ctx.cc = t.cc;
+        ctx.sm_count = sm_count > 0 ? sm_count : t.sm_count > 0 ? t.sm_count : 132;
+        ctx.unaligned = unaligned;
+        ctx.all_candidates = all_candidates;
+        kjit::tools::OpSpecs os = kjit::tools::problem_specs(pe.problem, ctx);
+        for (kjit::Spec& s : os.specs) {
+          const std::string id = t.arch + "|" + s.header() + "|" + s.instantiation();
+          auto [it, fresh] = job_index.emplace(id, jobs.size());
+          if (fresh) jobs.emplace_back(std::move(s), t);
+          Job& j = jobs[it->second];
+          if (std::find(j.entries.begin(), j.entries.end(), pe.name()) == j.entries.end())
+            j.entries.push_back(pe.name());
+        }
+      }
+    } catch (const EntryError& e) {
+      // Fields are checked before the target matters: one error per entry, whatever the archs.
+      failures.push_back({pe.name(), pe.index, pe.source, e.field(), e.what()});
+    } catch (const std::exception& e) {
+      failures.push_back({pe.name(), pe.index, pe.source, "", e.what()});
+    }
+  }
+  for (size_t i = reported; i < failures.size(); ++i) report(failures[i]);
+
+  // ---- cache ----
+  const kjit::cache::Mode mode =
+      dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
+  kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
+  if (!dry_run && compiler.disk_cache().mode() != kjit::cache::Mode::ReadWrite) {
+    std::fprintf(stderr, "kjit-precompile: cache folder %s is not writable\n",
+                 compiler.disk_cache().dir().c_str());
+    return 2;
+  }
+  std::string arch_list;
+  for (const auto& t : targets) arch_list += (arch_list.empty() ? "" : ",") + t.arch;
+
+  if (dry_run) {
+    size_t present = 0;
+    json out = json::array();
+    for (Job& j : jobs) {
+      const kjit::cache::Key key = compiler.key(j.spec, j.target.arch);
+      const bool have = compiler.disk_cache().get(key).has_value();
+      present += have;
+      if (json_out) {
+        out.push_back({{"instantiation", j.spec.instantiation()},
+                       {"header", j.spec.header()},
+                       {"arch", j.target.arch},
+                       {"key", key.hex()},
+                       {"cached", have},
+                       {"entries", j.entries}});
+      } else {
+        std::printf("%-7s %-8s %s\n", have ? "cached" : "missing", j.target.arch.c_str(),
+                    j.spec.instantiation().c_str());
+      }
+    }
+    if (json_out)
+      std::printf("%s\n", json{{"kernels", out},
+                               {"total", jobs.size()},
+                               {"cached", present},
+                               {"missing", jobs.size() - present},
+                               {"bad_entries", failures.size()}}
+                              .dump(2)
+                              .c_str());
+    else
+      std::printf("%zu kernels for %s: %zu cached, %zu missing (dry run, %s)\n", jobs.size(),
+                  arch_list.c_str(), present, jobs.size() - present,
+                  compiler.disk_cache().dir().c_str());
+    return failures.empty() ? 0 : 1;
+  }
+
+  // ---- compile ----
+  if (!json_out && !quiet)
+    std::printf("kjit-precompile: %zu problem(s), %zu kernel(s) for %s%s%s%s into %s (-j%u)\n",
+                entries.size(), jobs.size(), arch_list.c_str(), target_note.empty() ? "" : " (",
+                target_note.c_str(), target_note.empty() ? "" : ")",
+                compiler.disk_cache().dir().c_str(), jobs_n);
+  std::fflush(stdout);
+  const auto t0 = Clock::now();
+  Reporter reporter(jobs.size(), json_out, quiet);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      compile_job(compiler, jobs[i]);
+      reporter.done(jobs[i]);
+    }
+  };
+  const unsigned nthreads = static_cast<unsigned>(std::min<size_t>(jobs_n, jobs.size()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < nthreads; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  reporter.finish();
+  const double secs = seconds_since(t0);
+
+  const size_t compiled = reporter.compiled(), cached = reporter.cached();
+  const size_t failed_kernels = reporter.failed(), failed = failed_kernels + failures.size();
+  const kjit::CompilerStats st = compiler.stats();
+  const double rate = secs > 0 ? static_cast<double>(compiled) / secs : 0.0;
+
+  if (json_out) {
+    json out;
+    out["compiled"] = compiled;
+    out["cached"] = cached;
+    out["failed"] = failed;
+    out["failed_kernels"] = failed_kernels;
+    out["bad_entries"] = failures.size();
+    out["total"] = jobs.size();
+    out["problems"] = entries.size() + bad_problem_args;
+    out["seconds"] = secs;
+    out["kernels_per_second"] = rate;
+    out["nvrtc_ms"] = st.nvrtc_ms;
+    out["jobs"] = nthreads;
+    out["archs"] = json::array();
+    for (const auto& t : targets) out["archs"].push_back(t.arch);
+    out["cache_dir"] = compiler.disk_cache().dir();
+    out["nvrtc_version"] = kjit::Compiler::nvrtc_version();
+    json errors = json::array();
+    for (const auto& f : failures)
+      errors.push_back({{"entry", f.entry},
+                        {"source", f.source},
+                        {"index", f.index},
+                        {"field", f.field},
+                        {"message", f.message}});
+    json kernels = json::array();
+    for (const Job& j : jobs) {
+      json k = {{"instantiation", j.spec.instantiation()},
+                {"header", j.spec.header()},
+                {"arch", j.target.arch},
+                {"status", status_name(j.status)},
+                {"ms", j.ms},
+                {"bytes", j.bytes},
+                {"key", j.key_hex},
+                {"entries", j.entries}};
+      if (j.status == Status::Failed) {
+        k["error"] = j.error;
+        errors.push_back({{"entry", j.entries[0]},
+                          {"arch", j.target.arch},
+                          {"instantiation", j.spec.instantiation()},
+                          {"message", j.error}});
+      }
+      kernels.push_back(std::move(k));
+    }
+    out["errors"] = std::move(errors);
+    out["kernels"] = std::move(kernels);
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("kjit-precompile: %zu compiled, %zu cached, %zu failed in %.2f s (%.1f kernels/s",
+                compiled, cached, failed, secs, rate);
+    if (!failures.empty()) std::printf("; %zu bad manifest entries", failures.size());
+    std::printf(")\n");
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // not expected: entry and compile errors are handled
+    std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
+    return 2;
+  }
+}

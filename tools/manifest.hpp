@@ -1,0 +1,93 @@
+// kjit-precompile's input: manifests of problems, the op registry that turns one problem into the
+// exact specializations the runtime would compile for it, and the target archs.
+//
+// Adding an op to the tools is one function in manifest.cpp (see op_registry()).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kjit/spec.hpp"
+
+namespace kjit::tools {
+
+// A problem entry that cannot be used: `field` names the offending field ("" when the entry as a
+// whole is wrong, e.g. not an object).
+class EntryError : public std::runtime_error {
+ public:
+  EntryError(std::string field, const std::string& message)
+      : std::runtime_error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// A manifest that cannot be read at all (missing file, invalid JSON, no "problems" array).
+class ManifestError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One problem and where it came from, for error messages: "<source>: problems[<index>]".
+struct ProblemEntry {
+  std::string source;  // a manifest path, "default manifest", or "--problem"
+  size_t index = 0;    // position in its source's "problems" array (or among --problem options)
+  nlohmann::json problem;
+  std::string name() const;  // "ci.json: problems[3]", "--problem[0]"
+};
+
+struct Manifest {
+  std::vector<ProblemEntry> problems;
+  std::vector<std::string> archs;  // the manifest's optional "archs" (empty when absent)
+};
+
+// {"problems": [ {...}, ... ], "archs": ["sm_90"]} or a bare array of problems.
+Manifest parse_manifest(const std::string& text, const std::string& source);
+Manifest load_manifest_file(const std::string& path);  // "-" reads stdin
+const std::string& default_manifest_text();
+Manifest default_manifest();
+
+// A --problem value: a JSON object, or the short form
+//   "<op> [dtype] [layout] [NxCxHxW] [activation] [affine|noaffine] [key=value ...]"
+// e.g. "group_norm f32 nchw 8x256x24x24 g=32 silu". Returns the JSON object the op reads.
+// Throws EntryError (field "" for an unparsable token).
+nlohmann::json parse_problem_arg(const std::string& text);
+
+// What an op needs to know about the target and the variants asked for.
+struct OpContext {
+  int cc = 90;                  // compute capability the runtime will see (90 for sm_90/sm_90a)
+  int sm_count = 132;           // SMs of the device (heuristics that spread work use it; an arch
+                                // does not fix it: 132 on H100/H200 SXM, 114 on H100 PCIe, ...)
+  bool aligned = true;          // specializations for 16-byte aligned pointers (the common case)
+  bool unaligned = false;       // ... and for pointers that are not 16-byte aligned
+  bool all_candidates = false;  // every autotune candidate, not only the heuristic's pick
+};
+
+struct OpSpecs {
+  std::string describe;     // the problem, as the op's describe() prints it
+  std::vector<Spec> specs;  // without duplicates; empty when the runtime launches nothing
+};
+
+// op name -> the specializations the runtime compiles for one problem. Throws EntryError naming
+// the field for a missing, unknown or invalid field.
+using OpFn = std::function<OpSpecs(const nlohmann::json& problem, const OpContext& ctx)>;
+const std::map<std::string, OpFn>& op_registry();
+
+// Looks up problem["op"] in the registry and calls it.
+OpSpecs problem_specs(const nlohmann::json& problem, const OpContext& ctx);
+
+// A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX).
+struct Target {
+  std::string arch;
+  int cc = 0;
+  int sm_count = 0;  // known only for the local device (0: unknown)
+};
+// Throws kjit::Error (InvalidArgument for a malformed name, Unsupported when this NVRTC does not
+// know the arch).
+Target parse_target(const std::string& arch);
+
+}  // namespace kjit::tools

@@ -1,0 +1,129 @@
+#include "tool_util.hpp"
+
+#include <cstdio>
+
+namespace kjit::tools {
+namespace {
+
+// Leading decimal digits of `text` as a value; the rest goes to *unit. nullopt if none/overflow.
+std::optional<uint64_t> leading_number(std::string_view text, std::string_view* unit) {
+  size_t digits = 0;
+  uint64_t value = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+    const uint64_t d = static_cast<uint64_t>(text[digits] - '0');
+    if (value > (UINT64_MAX - d) / 10) return std::nullopt;
+    value = value * 10 + d;
+    ++digits;
+  }
+  if (digits == 0) return std::nullopt;
+  *unit = text.substr(digits);
+  return value;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  std::string_view unit;
+  std::optional<uint64_t> value = leading_number(text, &unit);
+  if (!value) return std::nullopt;
+  int shift = 0;
+  if (!unit.empty()) {
+    switch (unit[0]) {
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      case 't':
+      case 'T':
+        shift = 40;
+        break;
+      case 'b':
+      case 'B':
+        shift = 0;
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (shift) unit.remove_prefix(1);
+    if (unit == "i" || unit == "iB" || unit == "B" || unit == "b") unit = {};
+    if (!unit.empty()) return std::nullopt;
+  }
+  if (shift && *value > (UINT64_MAX >> shift)) return std::nullopt;
+  return *value << shift;
+}
+
+std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
+  std::string_view unit;
+  std::optional<uint64_t> value = leading_number(text, &unit);
+  if (!value) return std::nullopt;
+  uint64_t mult = 1;
+  if (unit.empty() || unit == "s") {
+    mult = 1;
+  } else if (unit == "m" || unit == "min") {
+    mult = 60;
+  } else if (unit == "h") {
+    mult = 3600;
+  } else if (unit == "d") {
+    mult = 86400;
+  } else if (unit == "w") {
+    mult = 7 * 86400;
+  } else {
+    return std::nullopt;
+  }
+  // Keep well inside what chrono's nanosecond arithmetic in the cache can hold (~292 years).
+  if (*value > (uint64_t{100} * 365 * 86400) / mult) return std::nullopt;
+  return std::chrono::seconds(static_cast<int64_t>(*value * mult));
+}
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string format_age(int64_t seconds) {
+  if (seconds < 0) seconds = 0;
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  if (seconds < 2 * 3600) return std::to_string(seconds / 60) + "m";
+  if (seconds < 2 * 86400) return std::to_string(seconds / 3600) + "h";
+  return std::to_string(seconds / 86400) + "d";
+}
+
+cache::Options cache_options(const std::string& dir, cache::Mode mode) {
+  cache::Options o = cache::Options::from_env();
+  if (!dir.empty()) o.dir = dir;
+  o.mode = mode;
+  return o;
+}
+
+const char* mode_name(cache::Mode m) {
+  switch (m) {
+    case cache::Mode::Off:
+      return "off";
+    case cache::Mode::ReadOnly:
+      return "ro";
+    case cache::Mode::ReadWrite:
+      return "rw";
+  }
+  return "?";
+}
+
+}  // namespace kjit::tools

@@ -1,0 +1,29 @@
+// Small helpers shared by kjit-precompile and kjit-cache: sizes and durations as users type them,
+// human-readable output, and the cache options a tool opens its folder with.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kjit/cache/disk_cache.hpp"
+
+namespace kjit::tools {
+
+// "123", "64K", "512M", "4G", "1T" (binary units; "KB", "KiB" accepted); nullopt when malformed.
+std::optional<uint64_t> parse_size(std::string_view text);
+// "90s", "90m", "12h", "30d", "2w"; a bare number is seconds. nullopt when malformed.
+std::optional<std::chrono::seconds> parse_duration(std::string_view text);
+
+std::string format_bytes(uint64_t bytes);  // "812 B", "4.1 KiB", "3.2 MiB"
+std::string format_age(int64_t seconds);   // "45s", "12m", "5h", "3d"
+
+// The cache folder and size cap the runtime would use (KJIT_CACHE_DIR, KJIT_CACHE_MAX_SIZE...),
+// with `dir` (when not empty) in place of the folder and `mode` in place of KJIT_CACHE: the tools
+// choose the mode by what the command does (read-only commands never touch a file).
+cache::Options cache_options(const std::string& dir, cache::Mode mode);
+const char* mode_name(cache::Mode m);
+
+}  // namespace kjit::tools
