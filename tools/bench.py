@@ -44,7 +44,9 @@ def graph_time_us(fn, nsets, k, replays):
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    # Capture on the warm-up stream: per-stream state made during warm-up (kjit's workspace)
+    # is then already there, so nothing is allocated during capture.
+    with torch.cuda.graph(g, stream=s):
         for i in range(k):
             fn(i)
     for _ in range(3):
@@ -94,6 +96,20 @@ class Kjit:
             ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
             ctypes.c_int64]
+
+        self.lib.kjit_linear_gn_min.argtypes = [
+            ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+
+    def linear_gn_min(self, precision, x, lin, gn, bias, out):
+        m, k = x.shape
+        n = lin.weight.shape[0]
+        stream = torch.cuda.current_stream().cuda_stream
+        self.check(self.lib.kjit_linear_gn_min(
+            precision.encode(), m, k, n, gn.num_groups, x.data_ptr(), lin.weight.data_ptr(),
+            lin.bias.data_ptr(), gn.weight.data_ptr(), gn.bias.data_ptr(), bias.data_ptr(),
+            out.data_ptr(), gn.eps, stream, 0))
 
     def check(self, rc):
         if rc != 0:
@@ -154,6 +170,67 @@ def bench_group_norm(kj, case, replays):
     return row
 
 
+class Model(torch.nn.Module):
+    """The seed module of DESIGN.md: Linear -> GroupNorm -> min over channels -> + bias."""
+
+    def __init__(self, in_f, out_f, groups):
+        super().__init__()
+        self.gemm = torch.nn.Linear(in_f, out_f)
+        self.group_norm = torch.nn.GroupNorm(groups, out_f)
+        self.bias = torch.nn.Parameter(torch.randn(1, out_f, 1, 1))
+
+    def forward(self, x):
+        x = self.gemm(x)
+        x = self.group_norm(x)
+        x = torch.min(x, dim=1, keepdim=True)[0]
+        return x + self.bias
+
+
+def bench_linear_gn_min(kj, case, replays):
+    m, k, n = case["shape"]
+    g, precision = case["groups"], case["dtype"]
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"  # peers in the same precision
+    torch.manual_seed(0)
+    model = Model(k, n, g).cuda()
+    with torch.no_grad():  # GroupNorm's affine as trained models have it: not 1 and 0
+        model.group_norm.weight.copy_(torch.randn(n) * 0.5 + 1)
+        model.group_norm.bias.copy_(torch.randn(n) * 0.5)
+    x = torch.randn(m, k, device="cuda")
+    row = {"op": "linear_gn_min", "dtype": precision, "shape": f"{m}x{k}x{n}/G{g}"}
+    with torch.no_grad():
+        xd = x.double()
+        y = torch.nn.functional.linear(xd, model.gemm.weight.double(), model.gemm.bias.double())
+        y = torch.nn.functional.group_norm(y, g, model.group_norm.weight.double(),
+                                           model.group_norm.bias.double(), model.group_norm.eps)
+        ref = torch.min(y, dim=1, keepdim=True)[0] + model.bias.double()
+        out = torch.full((1, n, m, 1), float("nan"), device="cuda")
+        kj.linear_gn_min(precision, x, model.gemm, model.group_norm, model.bias, out)
+        torch.cuda.synchronize()
+        eager_out = model(x)
+        row["shape_matches_pytorch"] = list(out.shape) == list(eager_out.shape) == list(ref.shape)
+        row["kjit_max_abs"] = (out.double() - ref).abs().max().item()
+        row["kjit_rel_l2"] = rel_l2(out, ref)
+        row["kjit_allclose_1e-4"] = bool(torch.allclose(out.double(), ref, atol=1e-4, rtol=1e-4))
+        row["eager_max_abs"] = (eager_out.double() - ref).abs().max().item()
+        row["kjit_correct"] = row["shape_matches_pytorch"] and (
+            row["kjit_allclose_1e-4"] if precision == "fp32" else row["kjit_max_abs"] < 5e-3)
+        del y, xd, ref
+        if not row["kjit_correct"]:
+            return row
+        compiled = torch.compile(model, dynamic=False)
+        row["compile_max_abs"] = (compiled(x).double() - eager_out.double()).abs().max().item()
+        kk = 5
+        row["kjit_torch_graph_us"] = graph_time_us(
+            lambda i: kj.linear_gn_min(precision, x, model.gemm, model.group_norm, model.bias, out),
+            1, kk, replays)
+        row["eager_us"] = graph_time_us(lambda i: model(x), 1, kk, replays)
+        row["compile_us"] = graph_time_us(lambda i: compiled(x), 1, kk, replays)
+        row["gemm_alone_us"] = graph_time_us(lambda i: model.gemm(x), 1, kk, replays)
+        row["eager_host_us"] = host_us(lambda: model(x), batch=5, batches=5)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return row
+
+
 def run_kjit_bench(build, replays, extra):
     out = os.path.join(build, "kjit-bench.json")
     cmd = [os.path.join(build, "tools", "kjit-bench"), "--json", out, "--replays", str(replays)] + extra
@@ -193,6 +270,24 @@ def table(kb, peers):
             f"{p.get('eager_host_us', float('nan')):.1f} | {check} |")
     lines.append(f"\nGeometric-mean speedup over the faster peer: **{geomean(speedups):.2f}x** "
                  f"({len(speedups)} shapes). Copy bandwidth measured in the same run: {copy:.0f} GB/s.")
+    return "\n".join(lines)
+
+
+def lgm_table(kb, peers):
+    by_key = {(r["op"], r["shape"], r["dtype"]): r for r in kb.get("results", [])}
+    lines = ["| op | M x K x N / G | precision | kjit us | eager us | compile us | PyTorch GEMM alone us | "
+             "kjit / GEMM alone | speedup vs best peer | kjit TFLOP/s | kjit max abs err | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in peers:
+        k = by_key.get((p["op"], p["shape"], p["dtype"]), {})
+        kus = k.get("device_us", float("nan"))
+        best = min(p.get("eager_us", math.inf), p.get("compile_us", math.inf))
+        lines.append(
+            f"| linear_gn_min | {p['shape']} | {p['dtype']} | {kus:.1f} | {p.get('eager_us', float('nan')):.1f} | "
+            f"{p.get('compile_us', float('nan')):.1f} | {p.get('gemm_alone_us', float('nan')):.1f} | "
+            f"{kus / p.get('gemm_alone_us', float('nan')):.3f} | {best / kus:.2f}x | "
+            f"{k.get('tflops', float('nan')):.1f} | {p.get('kjit_max_abs', float('nan')):.1e} | "
+            f"{'ok' if p.get('kjit_correct') else 'WRONG'} |")
     return "\n".join(lines)
 
 
@@ -245,16 +340,21 @@ def main():
     kj = Kjit(os.path.join(args.build, "runtime", "libkjit_c.so"))
     peers = []
     for r in kb.get("results", []):
-        if args.only and args.only not in f"{r['shape']} {r['dtype']}":
+        if args.only and args.only not in f"{r['op']} {r['shape']} {r['dtype']}":
             continue
         shape, g = r["shape"].split("/G")
         case = {"shape": [int(v) for v in shape.split("x")], "groups": int(g), "dtype": r["dtype"]}
         t0 = time.time()
-        row = bench_group_norm(kj, case, args.replays)
+        if r["op"] == "linear_gn_min":
+            row = bench_linear_gn_min(kj, case, max(10, args.replays // 3))
+        else:
+            row = bench_group_norm(kj, case, args.replays)
         peers.append(row)
         print(json.dumps(row), f"({time.time() - t0:.0f}s)", flush=True)
         torch.cuda.empty_cache()
-    md = table(kb, peers)
+    gn = [p for p in peers if p["op"] == "group_norm"]
+    lgm = [p for p in peers if p["op"] == "linear_gn_min"]
+    md = table(kb, gn) + "\n\n" + lgm_table(kb, lgm)
     env = (f"GPU {kb['device']['name']}, driver {kb['device']['driver']}, NVRTC {kb['device']['nvrtc']}, "
            f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}), "
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -262,7 +362,7 @@ def main():
         f.write(env + "\n\n" + md + "\n")
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump({"kjit": kb, "peers": peers, "env": env}, f, indent=1)
-    plot(kb, peers, os.path.join(args.out, "bench.png"))
+    plot(kb, gn, os.path.join(args.out, "bench.png"))
     print(env)
     print(md)
     ok = all(p.get("kjit_correct") for p in peers)
