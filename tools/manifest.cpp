@@ -8,10 +8,12 @@
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "kjit/compiler.hpp"
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 
 namespace kjit::tools {
 namespace {
@@ -88,6 +90,23 @@ DType dtype_field(Fields& f, const std::string& name, const std::string& fallbac
   }
 }
 
+// The specializations of an op's configs for the pointer alignments asked for (aligned first, the
+// heuristic's pick first within each), without duplicates. configs(aligned) gives the heuristic's
+// config, or every autotune candidate; to_spec turns one into the Spec the runtime compiles.
+template <class Configs, class ToSpec>
+std::vector<Spec> distinct_specs(const OpContext& ctx, Configs configs, ToSpec to_spec) {
+  std::vector<Spec> out;
+  std::set<std::string> seen;
+  for (const bool aligned : {true, false}) {
+    if (!(aligned ? ctx.aligned : ctx.unaligned)) continue;
+    for (const auto& c : configs(aligned)) {
+      Spec s = to_spec(c);
+      if (seen.insert(s.instantiation()).second) out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
 // ---- group_norm -------------------------------------------------------------------------------
 // Fields: shape (required; [N, C, *spatial] for nchw, [N, *spatial, C] for nhwc), groups
 // (required), dtype (f32), param_dtype (= dtype), layout (nchw), activation (silu), affine (true),
@@ -139,83 +158,87 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   OpSpecs out;
   out.describe = "group_norm " + p.describe();
   if (p.N == 0 || p.S == 0) return out;  // an empty tensor: the runtime launches nothing
-  std::set<std::string> seen;
-  auto add_all = [&](bool aligned) {
-    std::vector<GroupNormConfig> configs;
-    if (ctx.all_candidates)
-      configs = group_norm_candidates(p, ctx.cc, aligned);
-    else
-      configs.push_back(group_norm_heuristic(p, ctx.cc, aligned));
-    for (const GroupNormConfig& c : configs) {
-      Spec s = group_norm_spec(p, c);
-      if (seen.insert(s.instantiation()).second) out.specs.push_back(std::move(s));
-    }
-  };
-  if (ctx.aligned) add_all(true);
-  if (ctx.unaligned) add_all(false);
+  out.specs = distinct_specs(
+      ctx,
+      [&](bool aligned) {
+        return ctx.all_candidates
+                   ? group_norm_candidates(p, ctx.cc, aligned)
+                   : std::vector<GroupNormConfig>{group_norm_heuristic(p, ctx.cc, aligned)};
+      },
+      [&](const GroupNormConfig& c) { return group_norm_spec(p, c); });
   return out;
 }
 
 // ---- linear_gn_min ----------------------------------------------------------------------------
-// TODO(linear_gn_min): plug the second seed op in here once runtime/include/kjit/ops/
-// linear_gn_min.hpp is committed (it was still being written when this file was): uncomment the
-// function below (adjust it if that API changed), add it to op_registry() and add the seed
-// problem to kDefaultManifest (the line is there, commented). Until then an entry with
-// "op": "linear_gn_min" fails as an unknown op. The cuBLASLt GEMM needs no NVRTC compile; only
-// the fused GroupNorm/min/bias kernel does. Its heuristic depends on the SM count: ctx.sm_count.
-//
-// #include "kjit/ops/linear_gn_min.hpp"
-// OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
-//   using namespace kjit::ops;
-//   Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups"});
-//   if (lower(f.string("dtype", "f32")) != "f32") throw EntryError("dtype", "only f32");
-//   const std::string prec = lower(f.string("precision", "fp32"));
-//   LinearGnMinProblem p;
-//   p.M = f.integer("M");
-//   p.K = f.integer("K");
-//   p.N = f.integer("N");
-//   p.G = f.integer("groups");
-//   if (prec == "fp32") p.precision = Precision::Fp32;
-//   else if (prec == "tf32") p.precision = Precision::Tf32;
-//   else if (prec == "bf16-inputs") p.precision = Precision::Bf16Inputs;
-//   else throw EntryError("precision", "'" + prec + "' is not fp32, tf32 or bf16-inputs");
-//   if (p.G > 0 && p.N % p.G != 0)
-//     throw EntryError("groups", "N = " + std::to_string(p.N) +
-//                                    " is not divisible by groups = " + std::to_string(p.G));
-//   try {
-//     validate(p);
-//   } catch (const Error& e) {
-//     const std::string m = e.what();
-//     throw EntryError(m.find("G =") != std::string::npos ? "groups" : "N", m);
-//   }
-//   OpSpecs out;
-//   out.describe = "linear_gn_min " + p.describe();
-//   std::set<std::string> seen;
-//   auto add_all = [&](bool out_aligned) {
-//     std::vector<GnMinConfig> configs;
-//     if (ctx.all_candidates)
-//       configs = gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned);
-//     else
-//       configs.push_back(gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned));
-//     for (const GnMinConfig& c : configs) {
-//       Spec s = gn_min_spec(p, c);
-//       if (seen.insert(s.instantiation()).second) out.specs.push_back(std::move(s));
-//     }
-//   };
-//   if (ctx.aligned) add_all(true);
-//   if (ctx.unaligned) add_all(false);
-//   return out;
-// }
+// Fields: M, K, N, groups (required), dtype (f32; bf16 means x and weight are given as bf16, i.e.
+// precision bf16-inputs), precision (fp32, or tf32 / bf16-inputs). The cuBLASLt GEMM needs no
+// NVRTC compile; only the fused GroupNorm/min/bias kernel does, exactly what
+// ops::linear_gn_min compiles: gn_min_spec of the heuristic's config (or of every autotune
+// candidate) for the target's compute capability and SM count (ctx.sm_count). `aligned` here is
+// the output pointer's 16-byte alignment (the kernel's vector stores); x, weight and the biases
+// only change the GEMM's algorithm.
+OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
+  using namespace kjit::ops;
+  Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups"});
+  const DType dtype = dtype_field(f, "dtype", "f32");
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    throw EntryError("dtype", std::string("'") + dtype_name(dtype) +
+                                  "' is not f32 or bf16 (bf16: x and weight given as bf16)");
+  const bool bf16 = dtype == DType::BF16;
+  const std::string prec = lower(f.string("precision", bf16 ? "bf16-inputs" : "fp32"));
+  LinearGnMinProblem p;
+  if (prec == "fp32")
+    p.precision = Precision::Fp32;
+  else if (prec == "tf32")
+    p.precision = Precision::Tf32;
+  else if (prec == "bf16-inputs")
+    p.precision = Precision::Bf16Inputs;
+  else
+    throw EntryError("precision", "'" + prec + "' is not fp32, tf32 or bf16-inputs");
+  if (bf16 != (p.precision == Precision::Bf16Inputs))
+    throw EntryError("precision", "'" + prec + "' does not go with dtype " + dtype_name(dtype) +
+                                      " (bf16 inputs are precision bf16-inputs)");
+  p.M = f.integer("M");
+  p.K = f.integer("K");
+  p.N = f.integer("N");
+  p.G = f.integer("groups");
+  for (const auto& [name, v] :
+       {std::pair<const char*, int64_t>{"M", p.M}, {"K", p.K}, {"N", p.N}, {"groups", p.G}})
+    if (v < 1) throw EntryError(name, "must be >= 1, got " + std::to_string(v));
+  if (p.N % p.G != 0)
+    throw EntryError("groups", "N = " + std::to_string(p.N) +
+                                   " is not divisible by groups = " + std::to_string(p.G));
+  try {
+    validate(p);
+  } catch (const Error& e) {
+    // The rule's first operand names the field: "linear_gn_min: K = ... exceeds ...".
+    const std::string m = e.what();
+    const std::string prefix = "linear_gn_min: ";
+    const char first = m.rfind(prefix, 0) == 0 && m.size() > prefix.size() ? m[prefix.size()] : 'N';
+    throw EntryError(first == 'M' ? "M" : first == 'K' ? "K" : first == 'G' ? "groups" : "N", m);
+  }
+
+  OpSpecs out;
+  out.describe = "linear_gn_min " + p.describe();
+  out.specs = distinct_specs(
+      ctx,
+      [&](bool out_aligned) {
+        return ctx.all_candidates ? gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned)
+                                  : std::vector<GnMinConfig>{
+                                        gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned)};
+      },
+      [&](const GnMinConfig& c) { return gn_min_spec(p, c); });
+  return out;
+}
 
 // The two seed workloads (DESIGN.md). JSON has no comments, hence the C++ ones.
 const char* const kDefaultManifest = R"({
   "problems": [
     {"op": "group_norm", "dtype": "f32", "layout": "nchw", "shape": [8, 256, 24, 24],
-     "groups": 32, "activation": "silu", "affine": true}
+     "groups": 32, "activation": "silu", "affine": true},
+    {"op": "linear_gn_min", "dtype": "f32", "M": 1024, "K": 8192, "N": 8192, "groups": 512}
   ]
 })";
-// TODO(linear_gn_min): add to "problems" above:
-//   {"op": "linear_gn_min", "dtype": "f32", "M": 1024, "K": 8192, "N": 8192, "groups": 512}
 
 }  // namespace
 
@@ -227,7 +250,7 @@ std::string ProblemEntry::name() const {
 const std::map<std::string, OpFn>& op_registry() {
   static const std::map<std::string, OpFn> ops = {
       {"group_norm", group_norm_op},
-      // TODO(linear_gn_min): {"linear_gn_min", linear_gn_min_op},
+      {"linear_gn_min", linear_gn_min_op},
   };
   return ops;
 }

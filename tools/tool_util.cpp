@@ -22,44 +22,6 @@ std::optional<uint64_t> leading_number(std::string_view text, std::string_view* 
 
 }  // namespace
 
-std::optional<uint64_t> parse_size(std::string_view text) {
-  std::string_view unit;
-  std::optional<uint64_t> value = leading_number(text, &unit);
-  if (!value) return std::nullopt;
-  int shift = 0;
-  if (!unit.empty()) {
-    switch (unit[0]) {
-      case 'k':
-      case 'K':
-        shift = 10;
-        break;
-      case 'm':
-      case 'M':
-        shift = 20;
-        break;
-      case 'g':
-      case 'G':
-        shift = 30;
-        break;
-      case 't':
-      case 'T':
-        shift = 40;
-        break;
-      case 'b':
-      case 'B':
-        shift = 0;
-        break;
-      default:
-        return std::nullopt;
-    }
-    if (shift) unit.remove_prefix(1);
-    if (unit == "i" || unit == "iB" || unit == "B" || unit == "b") unit = {};
-    if (!unit.empty()) return std::nullopt;
-  }
-  if (shift && *value > (UINT64_MAX >> shift)) return std::nullopt;
-  return *value << shift;
-}
-
 std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
   std::string_view unit;
   std::optional<uint64_t> value = leading_number(text, &unit);

@@ -9,11 +9,13 @@
 #include <string_view>
 
 #include "kjit/cache/disk_cache.hpp"
+#include "kjit/cache/size.hpp"
 
 namespace kjit::tools {
 
 // "123", "64K", "512M", "4G", "1T" (binary units; "KB", "KiB" accepted); nullopt when malformed.
-std::optional<uint64_t> parse_size(std::string_view text);
+// The cache library's, so that `--max-size` reads sizes exactly as KJIT_CACHE_MAX_SIZE does.
+using cache::parse_size;
 // "90s", "90m", "12h", "30d", "2w"; a bare number is seconds. nullopt when malformed.
 std::optional<std::chrono::seconds> parse_duration(std::string_view text);
 

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "kjit/cache/size.hpp"
+
 namespace kjit::cache {
 
 namespace detail {
@@ -99,43 +101,6 @@ std::optional<pid_t> parse_temp_name(std::string_view name, std::string_view sha
   return static_cast<pid_t>(std::stol(std::string(pid)));
 }
 
-std::optional<uint64_t> parse_size(std::string_view text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 19) return std::nullopt;
-  uint64_t value = std::stoull(std::string(text.substr(0, digits)));
-  std::string_view unit = text.substr(digits);
-  int shift = 0;
-  if (!unit.empty()) {
-    switch (unit[0]) {
-      case 'k':
-      case 'K':
-        shift = 10;
-        break;
-      case 'm':
-      case 'M':
-        shift = 20;
-        break;
-      case 'g':
-      case 'G':
-        shift = 30;
-        break;
-      case 't':
-      case 'T':
-        shift = 40;
-        break;
-      default:
-        return std::nullopt;
-    }
-    unit.remove_prefix(1);
-    // Accept "64K", "64KB" and "64KiB" alike; all mean binary units here.
-    if (unit == "i" || unit == "iB" || unit == "B" || unit == "b") unit = {};
-    if (!unit.empty()) return std::nullopt;
-  }
-  if (shift && value > (UINT64_MAX >> shift)) return std::nullopt;
-  return value << shift;
-}
-
 std::optional<Mode> parse_mode(std::string_view text) {
   if (text == "off") return Mode::Off;
   if (text == "ro") return Mode::ReadOnly;
@@ -162,6 +127,32 @@ std::string Options::default_dir() {
   return "/tmp/kjit-cache-" + std::to_string(getuid());
 }
 
+std::optional<uint64_t> parse_size(std::string_view text) {
+  size_t digits = 0;
+  uint64_t value = 0;
+  for (; digits < text.size() && text[digits] >= '0' && text[digits] <= '9'; ++digits) {
+    const uint64_t d = static_cast<uint64_t>(text[digits] - '0');
+    if (value > (UINT64_MAX - d) / 10) return std::nullopt;
+    value = value * 10 + d;
+  }
+  if (digits == 0) return std::nullopt;
+  std::string_view unit = text.substr(digits);
+  int shift = 0;
+  if (!unit.empty()) {
+    constexpr std::string_view kPrefixes = "kmgt";  // binary: K = 2^10, ..., T = 2^40
+    const size_t i = kPrefixes.find(static_cast<char>(unit[0] | 0x20));  // ASCII lower case
+    if (i != std::string_view::npos) {
+      shift = 10 * static_cast<int>(i + 1);
+      unit.remove_prefix(1);
+      if (unit == "i" || unit == "iB") unit = {};  // "64Ki", "64KiB" mean "64K"
+    }
+    if (unit == "B" || unit == "b") unit = {};  // "100B", "64KB"
+    if (!unit.empty()) return std::nullopt;
+  }
+  if (shift && value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
 Options Options::from_env() {
   Options o;
   o.dir = detail::env("KJIT_CACHE_DIR");
@@ -175,7 +166,7 @@ Options Options::from_env() {
   }
   std::string size = detail::env("KJIT_CACHE_MAX_SIZE");
   if (!size.empty()) {
-    if (auto s = detail::parse_size(size))
+    if (auto s = parse_size(size))
       o.max_bytes = *s;
     else
       detail::warn("KJIT_CACHE_MAX_SIZE=" + size +

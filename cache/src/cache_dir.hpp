@@ -46,8 +46,7 @@ bool is_lock_name(std::string_view name);
 // "<prefix>.tmp.<pid>.<hex>" for one of our prefixes; returns the writer's pid.
 std::optional<pid_t> parse_temp_name(std::string_view name, std::string_view shard);
 
-std::optional<uint64_t> parse_size(std::string_view text);  // "123", "64K", "512M", "4G", "1T"
-std::optional<Mode> parse_mode(std::string_view text);      // "off" | "ro" | "rw"
+std::optional<Mode> parse_mode(std::string_view text);  // "off" | "ro" | "rw"
 
 // stderr, prefixed "kjit: ". Shared so that every cache message looks the same.
 void warn(const std::string& message);

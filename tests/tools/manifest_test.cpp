@@ -6,12 +6,14 @@
 
 #include "kjit/kjit.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 #include "manifest.hpp"
 #include "test_util.hpp"
 #include "tool_util.hpp"
 
 using namespace kjit::tools;
 using kjit::ops::GroupNormProblem;
+using kjit::ops::LinearGnMinProblem;
 using nlohmann::json;
 
 namespace {
@@ -30,6 +32,12 @@ std::string error_field(const json& problem) {
     return e.field();
   }
   return "<none>";
+}
+
+// `j` with field `k` set to `v`.
+json with(json j, const char* k, json v) {
+  j[k] = std::move(v);
+  return j;
 }
 
 }  // namespace
@@ -91,30 +99,106 @@ TEST_CASE("an empty tensor needs no kernel; bad entries name their field") {
             .specs.empty());
   const json ok = {{"op", "group_norm"}, {"shape", {2, 64, 8, 8}}, {"groups", 8}};
   CHECK(error_field(ok) == "<none>");
-  auto with = [&](const char* k, json v) {
-    json j = ok;
-    j[k] = std::move(v);
-    return j;
-  };
-  CHECK(error_field(with("groups", 7)) == "groups");  // C % G != 0
-  CHECK(error_field(with("groups", 0)) == "groups");
-  CHECK(error_field(with("groups", "8")) == "groups");
-  CHECK(error_field(with("shape", {2})) == "shape");
-  CHECK(error_field(with("shape", {2, -64, 8})) == "shape");
-  CHECK(error_field(with("shape", "2x64")) == "shape");
-  CHECK(error_field(with("dtype", "f64")) == "dtype");
-  CHECK(error_field(with("param_dtype", 3)) == "param_dtype");
-  CHECK(error_field(with("layout", "ncwh")) == "layout");
-  CHECK(error_field(with("activation", "gelu")) == "activation");
-  CHECK(error_field(with("affine", 1)) == "affine");
-  CHECK(error_field(with("groupz", 8)) == "groupz");
-  CHECK(error_field(with("op", "linear_gn_minimum")) == "op");
-  CHECK(error_field(with("op", 5)) == "op");
+  CHECK(error_field(with(ok, "groups", 7)) == "groups");  // C % G != 0
+  CHECK(error_field(with(ok, "groups", 0)) == "groups");
+  CHECK(error_field(with(ok, "groups", "8")) == "groups");
+  CHECK(error_field(with(ok, "shape", {2})) == "shape");
+  CHECK(error_field(with(ok, "shape", {2, -64, 8})) == "shape");
+  CHECK(error_field(with(ok, "shape", "2x64")) == "shape");
+  CHECK(error_field(with(ok, "dtype", "f64")) == "dtype");
+  CHECK(error_field(with(ok, "param_dtype", 3)) == "param_dtype");
+  CHECK(error_field(with(ok, "layout", "ncwh")) == "layout");
+  CHECK(error_field(with(ok, "activation", "gelu")) == "activation");
+  CHECK(error_field(with(ok, "affine", 1)) == "affine");
+  CHECK(error_field(with(ok, "groupz", 8)) == "groupz");
+  CHECK(error_field(with(ok, "op", "linear_gn_minimum")) == "op");
+  CHECK(error_field(with(ok, "op", 5)) == "op");
   json no_groups = ok;
   no_groups.erase("groups");
   CHECK(error_field(no_groups) == "groups");
   CHECK(error_field(json{{"shape", {2, 64}}}) == "op");
   CHECK(error_field(json::array()) == "");
+}
+
+TEST_CASE("linear_gn_min entries derive the runtime's specializations (random problems)") {
+  using kjit_test::uniform;
+  for (int iter = 0; iter < 40; ++iter) {
+    const int64_t G = uniform(1, 1024), cg = uniform(1, 32);
+    const int64_t Ms[] = {1, 3, 7, 64, 100, 1024, 4096};
+    LinearGnMinProblem p;
+    p.M = Ms[uniform(0, 6)];
+    p.K = uniform(1, 8192);
+    p.N = G * cg;
+    p.G = G;
+    const char* precs[] = {"fp32", "tf32", "bf16-inputs"};
+    const int pr = static_cast<int>(uniform(0, 2));
+    p.precision = pr == 0   ? kjit::ops::Precision::Fp32
+                  : pr == 1 ? kjit::ops::Precision::Tf32
+                            : kjit::ops::Precision::Bf16Inputs;
+    json j = {{"op", "linear_gn_min"}, {"M", p.M}, {"K", p.K}, {"N", p.N}, {"groups", p.G}};
+    if (pr == 2)
+      j["dtype"] = "bf16";  // implies precision bf16-inputs
+    else
+      j["precision"] = precs[pr];
+    INFO(j.dump(), " ", p.describe());
+    for (int cc : {80, 90}) {
+      for (int sms : {132, 114, 1}) {
+        OpContext ctx;
+        ctx.cc = cc;
+        ctx.sm_count = sms;
+        OpSpecs os = problem_specs(j, ctx);
+        REQUIRE(os.specs.size() == 1);
+        const auto h = kjit::ops::gn_min_heuristic(p, cc, sms, true);
+        CHECK(os.specs[0].instantiation() == gn_min_spec(p, h).instantiation());
+        CHECK(os.specs[0].header() == "kjit/gn_min.cuh");
+        CHECK(os.describe == "linear_gn_min " + p.describe());
+
+        ctx.unaligned = true;
+        std::set<std::string> want = {
+            gn_min_spec(p, h).instantiation(),
+            gn_min_spec(p, kjit::ops::gn_min_heuristic(p, cc, sms, false)).instantiation()};
+        CHECK(names(problem_specs(j, ctx).specs) == want);
+
+        ctx.unaligned = false;
+        ctx.all_candidates = true;
+        want.clear();
+        for (const auto& c : kjit::ops::gn_min_candidates(p, cc, sms, true))
+          want.insert(gn_min_spec(p, c).instantiation());
+        const auto all = problem_specs(j, ctx).specs;
+        CHECK(names(all) == want);
+        CHECK(all.size() == want.size());  // no duplicates
+        CHECK(all[0].instantiation() == gn_min_spec(p, h).instantiation());
+      }
+    }
+  }
+}
+
+TEST_CASE("bad linear_gn_min entries name their field") {
+  const json ok = {{"op", "linear_gn_min"}, {"dtype", "f32"}, {"M", 1024}, {"K", 8192}, {"N", 8192},
+                   {"groups", 512}};
+  CHECK(error_field(ok) == "<none>");
+  CHECK(error_field(with(ok, "groups", 500)) == "groups");  // N % G != 0
+  CHECK(error_field(with(ok, "groups", 0)) == "groups");
+  CHECK(error_field(with(ok, "M", 0)) == "M");
+  CHECK(error_field(with(ok, "M", "1024")) == "M");
+  CHECK(error_field(with(ok, "K", -1)) == "K");
+  CHECK(error_field(with(ok, "K", int64_t{1} << 40)) == "K");  // cuBLASLt's int range
+  CHECK(error_field(with(ok, "N", int64_t{1} << 25)) == "N");  // N > 2^24 (divisible by G)
+  CHECK(error_field(with(ok, "dtype", "f16")) == "dtype");
+  CHECK(error_field(with(ok, "precision", "fp64")) == "precision");
+  CHECK(error_field(with(ok, "precision", "bf16-inputs")) == "precision");  // with dtype f32
+  CHECK(error_field(with(ok, "precision", "tf32")) == "<none>");
+  CHECK(error_field(with(ok, "dtype", "bf16")) == "<none>");
+  CHECK(error_field(with(ok, "G", 512)) == "G");  // the field is "groups" (g=/G= in the short form)
+  json no_k = ok;
+  no_k.erase("K");
+  CHECK(error_field(no_k) == "K");
+  try {
+    problem_specs(with(ok, "groups", 500), OpContext{});
+    FAIL("expected an EntryError");
+  } catch (const EntryError& e) {
+    CHECK(std::string(e.what()) == "N = 8192 is not divisible by groups = 500");
+  }
 }
 
 TEST_CASE("manifests: object or array, optional archs, default manifest holds known ops") {
@@ -132,7 +216,9 @@ TEST_CASE("manifests: object or array, optional archs, default manifest holds kn
   CHECK_THROWS_AS(load_manifest_file("/nonexistent/m.json"), ManifestError);
 
   Manifest d = default_manifest();
-  REQUIRE_FALSE(d.problems.empty());
+  REQUIRE(d.problems.size() == 2);  // the two seed workloads
+  CHECK(d.problems[0].problem["op"] == "group_norm");
+  CHECK(d.problems[1].problem["op"] == "linear_gn_min");
   for (const auto& pe : d.problems) {
     CHECK(op_registry().count(pe.problem["op"].get<std::string>()) == 1);
     CHECK_FALSE(problem_specs(pe.problem, OpContext{}).specs.empty());
@@ -158,6 +244,10 @@ TEST_CASE("--problem short form") {
              {"K", 8192},
              {"N", 8192},
              {"groups", 512}});
+  CHECK(names(problem_specs(parse_problem_arg("linear_gn_min f32 M=1024 K=8192 N=8192 G=512"),
+                            OpContext{})
+                  .specs) ==
+        names(problem_specs(default_manifest().problems.at(1).problem, OpContext{}).specs));
   CHECK_THROWS_AS(parse_problem_arg("group_norm 8x256 wat"), EntryError);
   CHECK_THROWS_AS(parse_problem_arg("group_norm f32 f16"), EntryError);  // dtype twice
   CHECK_THROWS_AS(parse_problem_arg("{nope"), EntryError);
@@ -187,6 +277,17 @@ TEST_CASE("targets, sizes and durations") {
   CHECK_FALSE(parse_size("-1"));
   CHECK_FALSE(parse_size("99999999999999999999999"));
   CHECK_FALSE(parse_size("20000000000T"));
+  // One implementation with the cache's KJIT_CACHE_MAX_SIZE (kjit::cache::parse_size).
+  CHECK(kjit::cache::parse_size("64Ki") == 64u * 1024);
+  CHECK(kjit::cache::parse_size("3kb") == 3u * 1024);
+  CHECK(kjit::cache::parse_size("100b") == 100u);
+  CHECK(kjit::cache::parse_size("18446744073709551615") == UINT64_MAX);
+  CHECK(kjit::cache::parse_size("000000000000000000000012") == 12u);
+  CHECK(kjit::cache::parse_size("16777215T") == 16777215ull << 40);
+  CHECK_FALSE(kjit::cache::parse_size("18446744073709551616"));
+  CHECK_FALSE(kjit::cache::parse_size("16777216T"));
+  for (const char* bad : {"1KiBB", "1BB", "1Bi", "1iB", "1 K", "1.5G", "1E", "+1", "K1"})
+    CHECK_MESSAGE(!kjit::cache::parse_size(bad), bad);
 
   CHECK(parse_duration("90") == std::chrono::seconds(90));
   CHECK(parse_duration("90s") == std::chrono::seconds(90));

@@ -7,6 +7,7 @@
 
 #include "kjit/kjit.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 #include "test_util.hpp"
 #include "tool_runner.hpp"
 
@@ -23,6 +24,19 @@ kjit::Spec seed_group_norm_spec(int cc) {
   p.activation = kjit::ops::Activation::SiLU;
   p.has_weight = p.has_bias = true;
   return kjit::ops::group_norm_spec(p, kjit::ops::group_norm_heuristic(p, cc, true));
+}
+
+// The seed Linear-GroupNorm-min-bias workload of the default manifest, likewise: the fused
+// kernel kjit::ops::linear_gn_min compiles on an sm_90 device with 132 SMs (H100/H200 SXM) for a
+// 16-byte aligned output (the cuBLASLt GEMM needs no NVRTC compile).
+kjit::Spec seed_linear_gn_min_spec(int cc, int sm_count) {
+  kjit::ops::LinearGnMinProblem p;
+  p.M = 1024;
+  p.K = 8192;
+  p.N = 8192;
+  p.G = 512;
+  p.precision = kjit::ops::Precision::Fp32;
+  return kjit::ops::gn_min_spec(p, kjit::ops::gn_min_heuristic(p, cc, sm_count, true));
 }
 
 size_t count_entry_files(const std::string& dir) {
@@ -73,14 +87,22 @@ TEST_CASE(
   kjit::cache::Options o;
   o.dir = cache;
   kjit::Compiler compiler(o);
-  const kjit::Spec spec = seed_group_norm_spec(90);
-  kjit::CompiledKernel k = compiler.get(spec, "sm_90");
-  CHECK(k.from_disk);
+  // The default manifest holds both seed workloads: one GroupNorm and one gn_min kernel.
+  CHECK(total == 2);
+  std::set<std::string> headers;
+  for (const json& k : s1["kernels"]) headers.insert(k["header"].get<std::string>());
+  CHECK(headers == std::set<std::string>{"kjit/group_norm.cuh", "kjit/gn_min.cuh"});
+  const kjit::Spec specs[] = {seed_group_norm_spec(90), seed_linear_gn_min_spec(90, 132)};
+  for (const kjit::Spec& spec : specs) {
+    INFO(spec.instantiation());
+    kjit::CompiledKernel k = compiler.get(spec, "sm_90");
+    CHECK(k.from_disk);
+    bool listed = false;
+    for (const json& j : s1["kernels"]) listed |= j["instantiation"] == spec.instantiation();
+    CHECK(listed);
+  }
   CHECK(compiler.stats().nvrtc_compiles == 0);
-  CHECK(compiler.stats().disk.hits == 1);
-  bool listed = false;
-  for (const json& j : s1["kernels"]) listed |= j["instantiation"] == spec.instantiation();
-  CHECK(listed);
+  CHECK(compiler.stats().disk.hits == 2);
 }
 
 TEST_CASE("precompile for several archs and every autotune candidate, in parallel") {
@@ -160,6 +182,26 @@ TEST_CASE("a bad manifest entry is named with its index and field; the valid one
   // The valid entries reached the cache.
   CHECK(count_entry_files(cache) == 2);
 
+  // A bad linear_gn_min entry (N % G != 0) beside a good one: named by entry and field.
+  kjit_test::write_text(manifest, R"({"problems": [
+    {"op": "linear_gn_min", "dtype": "f32", "M": 64, "K": 32, "N": 256, "groups": 16},
+    {"op": "linear_gn_min", "dtype": "f32", "M": 64, "K": 32, "N": 250, "groups": 16}
+  ]})");
+  auto lgm =
+      run_tool("kjit-precompile", manifest + " -a sm_90 --json --cache-dir " + cache, dir.path);
+  CHECK(lgm.rc == 1);
+  const json ls = lgm.json();
+  CHECK(ls["compiled"] == 1);
+  CHECK(ls["bad_entries"] == 1);
+  REQUIRE(ls["errors"].size() == 1);
+  CHECK(ls["errors"][0]["index"] == 1);
+  CHECK(ls["errors"][0]["field"] == "groups");
+  CHECK(ls["errors"][0]["entry"] == manifest + ": problems[1]");
+  CHECK(lgm.err.find(manifest +
+                     ": problems[1]: field 'groups': N = 250 is not divisible by groups = 16") !=
+        std::string::npos);
+  CHECK(ls["kernels"][0]["header"] == "kjit/gn_min.cuh");
+
   // A manifest that is not JSON at all is a usage error, before anything compiles.
   kjit_test::write_text(manifest, "{\"problems\": [");
   auto bad = run_tool("kjit-precompile", manifest + " --cache-dir " + cache, dir.path);
@@ -217,8 +259,14 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
 
   auto ops = run_tool("kjit-precompile", "--list-ops", dir.path);
   CHECK(ops.rc == 0);
-  CHECK(ops.out.find("group_norm") != std::string::npos);
+  CHECK(ops.out == "group_norm\nlinear_gn_min\n");
   auto pm = run_tool("kjit-precompile", "--print-manifest", dir.path);
   REQUIRE(pm.rc == 0);
   CHECK(pm.json()["problems"][0]["op"] == "group_norm");
+  CHECK(pm.json()["problems"][1] == json{{"op", "linear_gn_min"},
+                                         {"dtype", "f32"},
+                                         {"M", 1024},
+                                         {"K", 8192},
+                                         {"N", 8192},
+                                         {"groups", 512}});
 }
