@@ -89,6 +89,9 @@ void DeviceBuffer::upload(const void* host, size_t n, size_t off) {
   if (!n) return;
   ContextGuard g(rt_->context());
   KJIT_CU(cuMemcpyHtoD, p_ + off, host, n);
+  // From pageable memory the copy may still be in flight on return, and it is not ordered with
+  // the caller's non-blocking streams: finish it so a following launch sees the data.
+  KJIT_CU(cuCtxSynchronize);
 }
 
 void DeviceBuffer::download(void* host, size_t n, size_t off) const {
@@ -102,6 +105,7 @@ void DeviceBuffer::fill_bytes(unsigned char v) {
   if (!bytes_) return;
   ContextGuard g(rt_->context());
   KJIT_CU(cuMemsetD8, p_, v, bytes_);
+  KJIT_CU(cuCtxSynchronize);  // memset is asynchronous and unordered with non-blocking streams
 }
 
 Graph::Graph(Runtime& rt, CUstream stream, const std::function<void()>& body) : rt_(rt) {

@@ -58,6 +58,8 @@ class DeviceBuffer {
     return reinterpret_cast<T*>(p_);
   }
   size_t bytes() const { return bytes_; }
+  // Synchronous helpers for tests and tools: complete when they return. download does not wait
+  // for kernels on the caller's streams: synchronize those first.
   void upload(const void* host, size_t bytes, size_t offset = 0);
   void download(void* host, size_t bytes, size_t offset = 0) const;
   void fill_bytes(unsigned char value);  // e.g. 0xFF: NaN in every float format
