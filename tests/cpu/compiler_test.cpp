@@ -167,3 +167,18 @@ TEST_CASE("without a GPU, asking for one raises a clear error") {
            msg.find("no CUDA device") != std::string::npos));
   }
 }
+
+TEST_CASE("the README's own-template example compiles as written") {
+  kjit_test::TempDir dir;
+  kjit::Compiler c(cache_in(dir.path));
+  c.templates().add("app/scale.cuh", R"(
+  template <class T, int kScale>
+  __global__ void scale(const T* x, T* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * kScale;
+  })");
+  kjit::CompiledKernel k =
+      c.get(kjit::Spec("app/scale.cuh", "scale").type(kjit::DType::F32).value(3), "sm_90");
+  CHECK(k.instantiation == "scale<float, 3>");
+  CHECK(is_elf(k.binary));
+}
