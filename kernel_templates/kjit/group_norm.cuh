@@ -49,9 +49,15 @@ __forceinline__ Pack<T, V> load_pack(const T* p) {
   return r;
 }
 
-__forceinline__ unsigned bits_of(float v) { return __float_as_uint(v); }
-__forceinline__ unsigned bits_of(half v) { return v.bits; }
-__forceinline__ unsigned bits_of(bfloat16 v) { return v.bits; }
+__forceinline__ unsigned bits_of(float v) {
+  return __float_as_uint(v);
+}
+__forceinline__ unsigned bits_of(half v) {
+  return v.bits;
+}
+__forceinline__ unsigned bits_of(bfloat16 v) {
+  return v.bits;
+}
 
 // 32-bit word k of a pack, assembled from its elements' bits.
 template <class T, int V>
@@ -73,8 +79,7 @@ __forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
                  "r"(word_of(v, 1)), "r"(word_of(v, 2)), "r"(word_of(v, 3))
                  : "memory");
   } else if constexpr (kBytes == 8) {
-    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(word_of(v, 0)),
-                 "r"(word_of(v, 1))
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(word_of(v, 0)), "r"(word_of(v, 1))
                  : "memory");
   } else {
     *p = v.v[0];
@@ -259,6 +264,23 @@ __global__ void __launch_bounds__(kThreads)
   const int first = static_cast<int>(rank) * kShare;
   const int last = first + kShare < kNvec ? first + kShare : kNvec;
 
+  // Streaming: this thread's vectors of the CTA's share, kIters loads in flight at a time.
+  auto stream_slice = [&](auto&& fn) {
+    for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = v0 + i * kTpg;
+        if (vi < last) {
+          const Pack<T, kVec> p = load_pack<T, kVec>(xg + offset(vi * kVec));
+          float v[kVec];
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) v[j] = to_float(p.v[j]);
+          fn(vi, v);
+        }
+      }
+    }
+  };
+
   float mean, rstd;
   float held[kStream ? 1 : kIters][kVec];
   gn::Stat st{0.f, 0.f, 0.f};
@@ -268,8 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int vi = first + i * kTpg + t;
-      if (active && vi < last)
-        raw[i] = load_pack<T, kVec>(xg + offset(vi * kVec));
+      if (active && vi < last) raw[i] = load_pack<T, kVec>(xg + offset(vi * kVec));
     }
     // Exact two-pass over everything this thread holds, then one merge over the team.
     float s = 0.f;
@@ -301,19 +322,8 @@ __global__ void __launch_bounds__(kThreads)
     st = gn::Stat{static_cast<float>(valid), tmean, m2};
   } else {
     // One read for the statistics (a Chan merge per vector), one more for the output.
-    for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
-#pragma unroll
-      for (int i = 0; i < kIters; ++i) {
-        const int vi = v0 + i * kTpg;
-        if (vi < last) {
-          const Pack<T, kVec> p = load_pack<T, kVec>(xg + offset(vi * kVec));
-          float v[kVec];
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) v[j] = to_float(p.v[j]);
-          st = gn::merge(st, gn::local_stat<kVec>(v, kVec));
-        }
-      }
-    }
+    stream_slice(
+        [&](int, const float(&v)[kVec]) { st = gn::merge(st, gn::local_stat<kVec>(v, kVec)); });
   }
   st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kTpg>(st, red), slots);
   mean = st.mean;
@@ -364,19 +374,7 @@ __global__ void __launch_bounds__(kThreads)
         if (vi < last) store(vi, held[i]);
       }
     } else {
-      for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
-#pragma unroll
-        for (int i = 0; i < kIters; ++i) {
-          const int vi = v0 + i * kTpg;
-          if (vi < last) {
-            const Pack<T, kVec> p = load_pack<T, kVec>(xg + offset(vi * kVec));
-            float vals[kVec];
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) vals[j] = to_float(p.v[j]);
-            store(vi, vals);
-          }
-        }
-      }
+      stream_slice([&](int vi, const float(&v)[kVec]) { store(vi, v); });
     }
   }
   if constexpr (kCluster > 1) cluster_wait();
