@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,31 +19,7 @@
 namespace {
 
 std::vector<float> normal(size_t n, float mean, float sd, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(mean, sd);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(g);
-  return v;
-}
-
-std::vector<float> uniform(size_t n, float bound, uint64_t seed) {  // U(-bound, bound)
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<float> d(-bound, bound);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(g);
-  return v;
-}
-
-kjit::DeviceBuffer upload(kjit::Runtime& rt, const std::vector<float>& v) {
-  kjit::DeviceBuffer b(rt, v.size() * sizeof(float));
-  b.upload(v.data(), v.size() * sizeof(float));
-  return b;
-}
-
-std::vector<float> download(const kjit::DeviceBuffer& b, size_t n) {
-  std::vector<float> v(n);
-  b.download(v.data(), n * sizeof(float));
-  return v;
+  return kjit::host::random_normal(kjit::DType::F32, n, mean, sd, seed);
 }
 
 // Device time of one call: CUDA events around a single call (after `warmup` calls), median of
@@ -86,7 +61,8 @@ bool group_norm_seed(kjit::Runtime& rt, CUstream stream, int calls) {
   const auto x = normal(n, 1.f, 2.f, 42);
   const auto w = normal(static_cast<size_t>(p.C), 1.f, 0.5f, 43);
   const auto b = normal(static_cast<size_t>(p.C), 0.f, 0.5f, 44);
-  auto dx = upload(rt, x), dw = upload(rt, w), db = upload(rt, b);
+  auto dx = kjit::DeviceBuffer::from_host(rt, x), dw = kjit::DeviceBuffer::from_host(rt, w),
+       db = kjit::DeviceBuffer::from_host(rt, b);
   kjit::DeviceBuffer dy(rt, n * sizeof(float));
   auto call = [&] {
     group_norm(rt, p, reinterpret_cast<void*>(dx.ptr()), reinterpret_cast<void*>(dy.ptr()),
@@ -97,7 +73,7 @@ bool group_norm_seed(kjit::Runtime& rt, CUstream stream, int calls) {
   call();
   finish(rt, stream);
   const auto ref = kjit::reference::group_norm(p, x, w.data(), b.data(), opt.eps);
-  const auto e = kjit::host::compare(download(dy, n), ref, 1e-4, 1e-4);
+  const auto e = kjit::host::compare(dy.to_host<float>(n), ref, 1e-4, 1e-4);
   const bool pass = e.nonfinite == 0 && e.rel_l2 <= 1e-5;
   std::printf(
       "  check: %s  (all %zu elements vs float64 CPU reference: rel L2 %.2e <= 1e-5, "
@@ -129,13 +105,14 @@ bool linear_gn_min_seed(kjit::Runtime& rt, CUstream stream, int calls) {
 
   const float bound = 1.f / std::sqrt(static_cast<float>(p.K));
   const auto x = normal(static_cast<size_t>(p.M * p.K), 0.f, 1.f, 1);
-  const auto w = uniform(static_cast<size_t>(p.N * p.K), bound, 2);
-  const auto lb = uniform(static_cast<size_t>(p.N), bound, 3);
+  const auto w = kjit::host::random_uniform(static_cast<size_t>(p.N * p.K), bound, 2);
+  const auto lb = kjit::host::random_uniform(static_cast<size_t>(p.N), bound, 3);
   const auto gamma = normal(static_cast<size_t>(p.N), 1.f, 0.5f, 4);
   const auto beta = normal(static_cast<size_t>(p.N), 0.f, 0.5f, 5);
   const auto bias = normal(static_cast<size_t>(p.N), 0.f, 1.f, 6);  // torch.randn(1, N, 1, 1)
-  auto dx = upload(rt, x), dw = upload(rt, w), dlb = upload(rt, lb), dg = upload(rt, gamma),
-       dbe = upload(rt, beta), db = upload(rt, bias);
+  auto dx = kjit::DeviceBuffer::from_host(rt, x), dw = kjit::DeviceBuffer::from_host(rt, w),
+       dlb = kjit::DeviceBuffer::from_host(rt, lb), dg = kjit::DeviceBuffer::from_host(rt, gamma),
+       dbe = kjit::DeviceBuffer::from_host(rt, beta), db = kjit::DeviceBuffer::from_host(rt, bias);
   const size_t n_out = static_cast<size_t>(p.M * p.N);
   kjit::DeviceBuffer out(rt, n_out * sizeof(float));
   auto call = [&] {
@@ -147,7 +124,7 @@ bool linear_gn_min_seed(kjit::Runtime& rt, CUstream stream, int calls) {
   kjit::synchronize(rt);
   call();
   finish(rt, stream);
-  const auto o = download(out, n_out);  // [1, N, M, 1]: o[c * M + m] = min_m + bias[c]
+  const auto o = out.to_host<float>(n_out);  // [1, N, M, 1]: o[c * M + m] = min_m + bias[c]
   const std::vector<int64_t> rows = {0, 1, p.M / 3, p.M / 2, p.M - 2, p.M - 1};
   const auto mins = kjit::reference::linear_gn_min_rows(p, x.data(), w.data(), lb.data(),
                                                         gamma.data(), beta.data(), opt.eps, rows);

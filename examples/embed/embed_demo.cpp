@@ -15,38 +15,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace {
 
-std::vector<float> normal(size_t n, float mean, float sd, unsigned seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(mean, sd);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(g);
-  return v;
-}
+// Seeded random fp32 data, and device buffers from / back to host vectors: kjit's own helpers.
+// DeviceBuffer::to_host does not wait for your streams: synchronize them first.
+using kjit::DeviceBuffer;
 
-std::vector<float> uniform(size_t n, float bound, unsigned seed) {  // U(-bound, bound)
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-bound, bound);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(g);
-  return v;
-}
-
-kjit::DeviceBuffer upload(kjit::Runtime& rt, const std::vector<float>& v) {
-  kjit::DeviceBuffer b(rt, v.size() * sizeof(float));
-  b.upload(v.data(), v.size() * sizeof(float));  // complete when it returns
-  return b;
-}
-
-std::vector<float> download(const kjit::DeviceBuffer& b, size_t n) {
-  std::vector<float> v(n);
-  b.download(v.data(), n * sizeof(float));  // does not wait for your streams: sync them first
-  return v;
+std::vector<float> normal(size_t n, float mean, float sd, uint64_t seed) {
+  return kjit::host::random_normal(kjit::DType::F32, n, mean, sd, seed);
 }
 
 // fp32 tolerances of kjit's tests: relative L2 error <= 1e-5 and max abs error <= 1e-4.
@@ -69,11 +48,12 @@ bool run_group_norm(kjit::Runtime& rt, kjit::Stream& stream) {
   const size_t n = static_cast<size_t>(p.N * p.C * p.S), c = static_cast<size_t>(p.C);
   const std::vector<float> x = normal(n, 1.f, 2.f, 1), w = normal(c, 1.f, .5f, 2),
                            b = normal(c, 0.f, .5f, 3);
-  kjit::DeviceBuffer dx = upload(rt, x), dw = upload(rt, w), db = upload(rt, b);
+  kjit::DeviceBuffer dx = DeviceBuffer::from_host(rt, x), dw = DeviceBuffer::from_host(rt, w),
+                     db = DeviceBuffer::from_host(rt, b);
   kjit::DeviceBuffer dy(rt, n * sizeof(float));
   group_norm(rt, p, dx.as<float>(), dy.as<float>(), dw.as<float>(), db.as<float>(), opt, stream);
   stream.synchronize();  // DeviceBuffer::download does not wait for work on your streams
-  const std::vector<float> y = download(dy, n);
+  const std::vector<float> y = dy.to_host<float>(n);
   const std::vector<double> ref = kjit::reference::group_norm(p, x, w.data(), b.data(), opt.eps);
   // [/group_norm]
   bool ok = report("group_norm (+SiLU)", y, ref);
@@ -91,7 +71,7 @@ bool run_group_norm(kjit::Runtime& rt, kjit::Stream& stream) {
   graph.launch(stream);
   stream.synchronize();
   // [/graph]
-  ok &= report("group_norm replayed from a graph", download(dy, n),
+  ok &= report("group_norm replayed from a graph", dy.to_host<float>(n),
                kjit::reference::group_norm(p, x2, w.data(), b.data(), opt.eps));
   return ok;
 }
@@ -109,16 +89,21 @@ bool run_linear_gn_min(kjit::Runtime& rt, kjit::Stream& stream) {
   const size_t M = static_cast<size_t>(p.M), K = static_cast<size_t>(p.K),
                N = static_cast<size_t>(p.N);
   const float bound = 1.f / std::sqrt(static_cast<float>(K));  // nn.Linear's initialization
-  const std::vector<float> x = normal(M * K, 0.f, 1.f, 5), w = uniform(N * K, bound, 6),
-                           lb = uniform(N, bound, 7), gamma = normal(N, 1.f, .5f, 8),
-                           beta = normal(N, 0.f, .5f, 9), bias = normal(N, 0.f, 1.f, 10);
-  kjit::DeviceBuffer dx = upload(rt, x), dw = upload(rt, w), dlb = upload(rt, lb),
-                     dgamma = upload(rt, gamma), dbeta = upload(rt, beta), dbias = upload(rt, bias);
+  const std::vector<float> x = normal(M * K, 0.f, 1.f, 5),
+                           w = kjit::host::random_uniform(N * K, bound, 6),
+                           lb = kjit::host::random_uniform(N, bound, 7),
+                           gamma = normal(N, 1.f, .5f, 8), beta = normal(N, 0.f, .5f, 9),
+                           bias = normal(N, 0.f, 1.f, 10);
+  kjit::DeviceBuffer dx = DeviceBuffer::from_host(rt, x), dw = DeviceBuffer::from_host(rt, w),
+                     dlb = DeviceBuffer::from_host(rt, lb),
+                     dgamma = DeviceBuffer::from_host(rt, gamma),
+                     dbeta = DeviceBuffer::from_host(rt, beta),
+                     dbias = DeviceBuffer::from_host(rt, bias);
   kjit::DeviceBuffer out(rt, N * M * sizeof(float));  // shape [1, N, M, 1]
   linear_gn_min(rt, p, dx.as<float>(), dw.as<float>(), dlb.as<float>(), dgamma.as<float>(),
                 dbeta.as<float>(), dbias.as<float>(), out.as<float>(), opt, stream);
   stream.synchronize();
-  const std::vector<float> o = download(out, N * M);  // o[c * M + m] = min_m + bias[c]
+  const std::vector<float> o = out.to_host<float>(N * M);  // o[c * M + m] = min_m + bias[c]
   // [/linear_gn_min]
   std::vector<int64_t> rows(M);
   for (size_t m = 0; m < M; ++m) rows[m] = static_cast<int64_t>(m);
@@ -135,7 +120,7 @@ bool run_linear_gn_min(kjit::Runtime& rt, kjit::Stream& stream) {
 bool run_own_template(kjit::Runtime& rt, kjit::Stream& stream) {
   const int n = 1000;
   const std::vector<float> hx = normal(n, 0.f, 10.f, 11);
-  kjit::DeviceBuffer x = upload(rt, hx), y(rt, n * sizeof(float));
+  kjit::DeviceBuffer x = DeviceBuffer::from_host(rt, hx), y(rt, n * sizeof(float));
   // [own_template]
   rt.templates().add("app/scale.cuh", R"(
   template <class T, int kScale>
@@ -150,7 +135,7 @@ bool run_own_template(kjit::Runtime& rt, kjit::Stream& stream) {
   k(stream, cfg, x.ptr(), y.ptr(), n);  // each argument exactly as the kernel declares it
   stream.synchronize();
   // [/own_template]
-  const std::vector<float> hy = download(y, n);
+  const std::vector<float> hy = y.to_host<float>(n);
   int wrong = 0;
   for (int i = 0; i < n; ++i) wrong += hy[i] != hx[i] * 3.f;
   std::printf("embed_demo: %-32s %s  (%d values: %d differ from 3 * x)\n",

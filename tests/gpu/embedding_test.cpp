@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -52,38 +51,20 @@ struct HostCase {
   size_t x_size() const { return elems() * kjit::dtype_size(p.dtype); }
 };
 
-std::vector<float> values(DType t, size_t n, float mean, float sd, std::mt19937_64& g) {
-  std::normal_distribution<float> d(mean, sd);
-  std::vector<float> v(n);
-  for (auto& e : v) {
-    unsigned char buf[4];
-    kjit::host::store_as(t, d(g), buf);
-    e = kjit::host::load_as(t, buf);  // exactly representable in t
-  }
-  return v;
-}
-
-std::vector<unsigned char> bytes_of(DType t, const std::vector<float>& v) {
-  const size_t esz = kjit::dtype_size(t);
-  std::vector<unsigned char> out(v.size() * esz);
-  for (size_t i = 0; i < v.size(); ++i) kjit::host::store_as(t, v[i], &out[i * esz]);
-  return out;
-}
-
 constexpr float kEps = 1e-5f;
 
 HostCase make_case(const GroupNormProblem& p, uint64_t seed) {
   HostCase h;
   h.p = p;
-  std::mt19937_64 g(seed);
+  using kjit::host::random_normal;
   const size_t c = static_cast<size_t>(p.C);
-  h.w = values(p.param_dtype, c, 1.f, .5f, g);
-  h.b = values(p.param_dtype, c, -.25f, 1.f, g);
-  h.w_bytes = bytes_of(p.param_dtype, h.w);
-  h.b_bytes = bytes_of(p.param_dtype, h.b);
+  h.w = random_normal(p.param_dtype, c, 1.f, .5f, seed);
+  h.b = random_normal(p.param_dtype, c, -.25f, 1.f, seed + 1);
+  h.w_bytes = kjit::host::to_bytes(p.param_dtype, h.w);
+  h.b_bytes = kjit::host::to_bytes(p.param_dtype, h.b);
   for (int s = 0; s < 2; ++s) {
-    h.x[s] = values(p.dtype, h.elems(), s ? -1.f : 3.f, s ? 1.f : 2.f, g);
-    h.x_bytes[s] = bytes_of(p.dtype, h.x[s]);
+    h.x[s] = random_normal(p.dtype, h.elems(), s ? -1.f : 3.f, s ? 1.f : 2.f, seed + 2 + s);
+    h.x_bytes[s] = kjit::host::to_bytes(p.dtype, h.x[s]);
     h.ref[s] = kjit::reference::group_norm(p, h.x[s], p.has_weight ? h.w.data() : nullptr,
                                            p.has_bias ? h.b.data() : nullptr, kEps);
   }
@@ -138,10 +119,7 @@ struct DeviceCase {
   Verdict check(int set) const {
     std::vector<unsigned char> raw(h->x_size());
     y.download(raw.data(), raw.size());
-    const size_t esz = kjit::dtype_size(h->p.dtype);
-    std::vector<float> out(h->elems());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = kjit::host::load_as(h->p.dtype, &raw[i * esz]);
-    return judge(*h, out, set);
+    return judge(*h, kjit::host::from_bytes(h->p.dtype, raw), set);
   }
 };
 

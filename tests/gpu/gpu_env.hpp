@@ -1,7 +1,5 @@
-// One runtime for the whole GPU suite (as an app would hold one), plus upload/download helpers.
+// One runtime for the whole GPU suite, as an app would hold one.
 #pragma once
-
-#include <vector>
 
 #include "kjit/kjit.hpp"
 
@@ -10,20 +8,6 @@ namespace kjit_test {
 inline kjit::Runtime& runtime() {
   static kjit::Runtime rt;
   return rt;
-}
-
-template <class T>
-kjit::DeviceBuffer to_device(const std::vector<T>& h) {
-  kjit::DeviceBuffer b(runtime(), h.size() * sizeof(T));
-  b.upload(h.data(), h.size() * sizeof(T));
-  return b;
-}
-
-template <class T>
-std::vector<T> to_host(const kjit::DeviceBuffer& b, size_t n) {
-  std::vector<T> h(n);
-  b.download(h.data(), n * sizeof(T));
-  return h;
 }
 
 }  // namespace kjit_test

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
-#include <random>
 #include <thread>
 
 #include "gpu_env.hpp"
@@ -29,23 +28,6 @@ struct Case {
   bool autotune = false;
 };
 
-std::vector<float> random_values(DType t, size_t n, float scale, float shift, std::mt19937_64& g) {
-  std::normal_distribution<float> d(shift, scale);
-  std::vector<float> v(n);
-  for (auto& e : v) {
-    unsigned char buf[4];
-    kjit::host::store_as(t, d(g), buf);
-    e = kjit::host::load_as(t, buf);  // exactly representable in t
-  }
-  return v;
-}
-
-std::vector<unsigned char> to_bytes(DType t, const std::vector<float>& v) {
-  std::vector<unsigned char> b(v.size() * kjit::dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) kjit::host::store_as(t, v[i], &b[i * kjit::dtype_size(t)]);
-  return b;
-}
-
 struct Result {
   kjit::host::ErrorStats err;
   std::string config;
@@ -53,20 +35,21 @@ struct Result {
 
 Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
   const GroupNormProblem& p = cs.p;
-  std::mt19937_64 g(seed);
+  using kjit::host::random_normal;
   const size_t n = static_cast<size_t>(p.N * p.C * p.S), esz = kjit::dtype_size(p.dtype);
-  auto x = random_values(p.dtype, n, 2.f, 3.f, g);  // an offset mean tests the two-pass variance
-  auto w = random_values(p.param_dtype, static_cast<size_t>(p.C), 1.f, 0.5f, g);
-  auto b = random_values(p.param_dtype, static_cast<size_t>(p.C), 1.f, -0.25f, g);
+  // An offset mean tests the two-pass variance.
+  auto x = random_normal(p.dtype, n, 3.f, 2.f, seed);
+  auto w = random_normal(p.param_dtype, static_cast<size_t>(p.C), 0.5f, 1.f, seed ^ 0x5bd1e995);
+  auto b = random_normal(p.param_dtype, static_cast<size_t>(p.C), -0.25f, 1.f, seed ^ 0x27d4eb2f);
   auto& rt = runtime();
   const size_t off = cs.offset ? esz : 0;
   kjit::DeviceBuffer dx(rt, n * esz + 16), dy(rt, n * esz + 16);
   kjit::DeviceBuffer dw(rt, static_cast<size_t>(p.C) * 4 + 16),
       db(rt, static_cast<size_t>(p.C) * 4 + 16);
-  auto xb = to_bytes(p.dtype, x);
+  auto xb = kjit::host::to_bytes(p.dtype, x);
   dx.upload(xb.data(), xb.size(), off);
   dy.fill_bytes(0xFF);  // NaN in every float format: unwritten outputs fail
-  auto wb = to_bytes(p.param_dtype, w), bb = to_bytes(p.param_dtype, b);
+  auto wb = kjit::host::to_bytes(p.param_dtype, w), bb = kjit::host::to_bytes(p.param_dtype, b);
   dw.upload(wb.data(), wb.size());
   db.upload(bb.data(), bb.size());
   void* yptr = reinterpret_cast<void*>((cs.in_place ? dx.ptr() : dy.ptr()) + off);
@@ -79,8 +62,7 @@ Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
   stream.synchronize();
   std::vector<unsigned char> yb(n * esz);
   (cs.in_place ? dx : dy).download(yb.data(), yb.size(), off);
-  std::vector<float> y(n);
-  for (size_t i = 0; i < n; ++i) y[i] = kjit::host::load_as(p.dtype, &yb[i * esz]);
+  const std::vector<float> y = kjit::host::from_bytes(p.dtype, yb);
   auto ref = kjit::reference::group_norm(p, x, p.has_weight ? w.data() : nullptr,
                                          p.has_bias ? b.data() : nullptr, cs.eps);
   Result r;

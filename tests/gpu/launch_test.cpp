@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gpu_env.hpp"
+#include "kjit/host_math.hpp"
 #include "test_util.hpp"
 
 using kjit_test::runtime;
@@ -14,18 +15,6 @@ kjit::Spec affine(kjit::DType t, int scale, int offset, bool add_one) {
   kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_affine");
   s.type(t).value(scale).value(offset).value(add_one);
   return s;
-}
-
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-float from_bf16(uint16_t b) {
-  uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 }  // namespace
@@ -46,7 +35,7 @@ TEST_CASE("compile, load and launch a template; a repeated call compiles nothing
   const int n = 1000 + static_cast<int>(kjit_test::uniform(0, 5000));
   std::vector<float> x(n);
   for (int i = 0; i < n; ++i) x[i] = static_cast<float>(kjit_test::uniform(-1000, 1000)) / 8.f;
-  auto dx = kjit_test::to_device(x);
+  auto dx = kjit::DeviceBuffer::from_host(runtime(), x);
   kjit::DeviceBuffer dy(rt, n * sizeof(float));
   dy.fill_bytes(0xFF);
   kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 3, 2, true));
@@ -56,7 +45,7 @@ TEST_CASE("compile, load and launch a template; a repeated call compiles nothing
   cfg.block.x = 256;
   k(stream, cfg, dx.ptr(), dy.ptr(), n);
   stream.synchronize();
-  auto y = kjit_test::to_host<float>(dy, n);
+  auto y = dy.to_host<float>(n);
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3 * x[i] + 3);
 
   for (int rep = 0; rep < 10; ++rep) {
@@ -74,8 +63,8 @@ TEST_CASE("bf16 conversions round to nearest even") {
   const int n = 4096;
   std::vector<uint16_t> x(n);
   for (int i = 0; i < n; ++i)
-    x[i] = to_bf16(static_cast<float>(kjit_test::uniform(-9999, 9999)) / 37.f);
-  auto dx = kjit_test::to_device(x);
+    x[i] = kjit::host::float_to_bf16(static_cast<float>(kjit_test::uniform(-9999, 9999)) / 37.f);
+  auto dx = kjit::DeviceBuffer::from_host(runtime(), x);
   kjit::DeviceBuffer dy(rt, n * 2);
   kjit::Kernel k = rt.kernel(affine(kjit::DType::BF16, 3, 0, false));
   kjit::LaunchConfig cfg;
@@ -83,8 +72,9 @@ TEST_CASE("bf16 conversions round to nearest even") {
   cfg.block.x = 128;
   k(stream, cfg, dx.ptr(), dy.ptr(), n);
   stream.synchronize();
-  auto y = kjit_test::to_host<uint16_t>(dy, n);
-  for (int i = 0; i < n; ++i) REQUIRE(y[i] == to_bf16(3.f * from_bf16(x[i])));
+  auto y = dy.to_host<uint16_t>(n);
+  for (int i = 0; i < n; ++i)
+    REQUIRE(y[i] == kjit::host::float_to_bf16(3.f * kjit::host::bf16_to_float(x[i])));
 }
 
 TEST_CASE("dynamic shared memory above 48 KB is enabled for the launch") {
@@ -101,7 +91,7 @@ TEST_CASE("dynamic shared memory above 48 KB is enabled for the launch") {
   cfg.shared_bytes = bytes;
   k(stream, cfg, dy.ptr());
   stream.synchronize();
-  auto y = kjit_test::to_host<int>(dy, 8);
+  auto y = dy.to_host<int>(8);
   for (int b = 0; b < 8; ++b) CHECK(y[b] == b + bytes);
 }
 
@@ -129,7 +119,7 @@ TEST_CASE("a cluster launch runs (sm_90)") {
   kjit::Stream stream(rt);
   const int n = 8 * 128;
   std::vector<float> x(n, 1.5f);
-  auto dx = kjit_test::to_device(x);
+  auto dx = kjit::DeviceBuffer::from_host(runtime(), x);
   kjit::DeviceBuffer dy(rt, n * 4);
   kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 0, false));
   kjit::LaunchConfig cfg;
@@ -138,7 +128,7 @@ TEST_CASE("a cluster launch runs (sm_90)") {
   cfg.cluster.x = 4;
   k(stream, cfg, dx.ptr(), dy.ptr(), n);
   stream.synchronize();
-  auto y = kjit_test::to_host<float>(dy, n);
+  auto y = dy.to_host<float>(n);
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3.f);
 }
 
@@ -147,7 +137,7 @@ TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompi
   kjit::Stream stream(rt);
   const int n = 512;
   std::vector<float> x(n, 2.f);
-  auto dx = kjit_test::to_device(x);
+  auto dx = kjit::DeviceBuffer::from_host(runtime(), x);
   kjit::DeviceBuffer dy(rt, n * 4);
   rt.kernel(affine(kjit::DType::F32, 5, 0, false), stream);  // prepare before capture
   kjit::LaunchConfig cfg;
@@ -160,7 +150,7 @@ TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompi
   dy.fill_bytes(0xFF);
   g.launch(stream);
   stream.synchronize();
-  auto y = kjit_test::to_host<float>(dy, n);
+  auto y = dy.to_host<float>(n);
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == 10.f);
   CHECK_KJIT_ERROR(
       kjit::Graph(rt, stream, [&] { rt.kernel(affine(kjit::DType::F32, 77, 1, true), stream); }),

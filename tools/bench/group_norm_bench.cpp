@@ -1,6 +1,5 @@
 // GroupNorm+SiLU: check against the float64 reference, then device and host time.
 #include <algorithm>
-#include <random>
 
 #include "cases.hpp"
 #include "kjit/host_math.hpp"
@@ -9,30 +8,8 @@
 #include "timing.hpp"
 
 namespace kjit_bench {
-namespace {
 
 using kjit::ops::GroupNormProblem;
-
-std::vector<float> random_values(kjit::DType t, size_t n, float mean, float sd, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(mean, sd);
-  std::vector<float> v(n);
-  unsigned char buf[4];
-  for (auto& e : v) {
-    kjit::host::store_as(t, d(g), buf);
-    e = kjit::host::load_as(t, buf);
-  }
-  return v;
-}
-
-std::vector<unsigned char> bytes_of(kjit::DType t, const std::vector<float>& v) {
-  const size_t es = kjit::dtype_size(t);
-  std::vector<unsigned char> b(v.size() * es);
-  for (size_t i = 0; i < v.size(); ++i) kjit::host::store_as(t, v[i], &b[i * es]);
-  return b;
-}
-
-}  // namespace
 
 nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
                               const Settings& s) {
@@ -48,17 +25,17 @@ nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
   const int sets =
       static_cast<int>(std::max<int64_t>(2, (s.rotate_bytes + 2 * bytes - 1) / (2 * bytes)));
   std::vector<kjit::DeviceBuffer> xs, ys;
-  auto x = random_values(dt, n, 1.f, 2.f, 42);
-  auto w = random_values(dt, static_cast<size_t>(p.C), 1.f, 0.5f, 43);
-  auto b = random_values(dt, static_cast<size_t>(p.C), 0.f, 0.5f, 44);
-  auto xb = bytes_of(dt, x);
+  auto x = kjit::host::random_normal(dt, n, 1.f, 2.f, 42);
+  auto w = kjit::host::random_normal(dt, static_cast<size_t>(p.C), 1.f, 0.5f, 43);
+  auto b = kjit::host::random_normal(dt, static_cast<size_t>(p.C), 0.f, 0.5f, 44);
+  auto xb = kjit::host::to_bytes(dt, x);
   for (int i = 0; i < sets; ++i) {
     xs.emplace_back(rt, bytes);
     ys.emplace_back(rt, bytes);
     xs.back().upload(xb.data(), bytes);
   }
   kjit::DeviceBuffer dw(rt, p.C * kjit::dtype_size(dt)), db(rt, p.C * kjit::dtype_size(dt));
-  auto wb = bytes_of(dt, w), bb = bytes_of(dt, b);
+  auto wb = kjit::host::to_bytes(dt, w), bb = kjit::host::to_bytes(dt, b);
   dw.upload(wb.data(), wb.size());
   db.upload(bb.data(), bb.size());
   auto call = [&](int i) {
@@ -78,8 +55,7 @@ nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
     done.synchronize();
     std::vector<unsigned char> out(bytes);
     ys[0].download(out.data(), bytes);
-    std::vector<float> y(n);
-    for (size_t i = 0; i < n; ++i) y[i] = kjit::host::load_as(dt, &out[i * kjit::dtype_size(dt)]);
+    const std::vector<float> y = kjit::host::from_bytes(dt, out);
     auto ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
     auto e = kjit::host::compare(y, ref, 1e-4, 1e-4);
     row["rel_l2"] = e.rel_l2;

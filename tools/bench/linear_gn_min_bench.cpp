@@ -1,31 +1,14 @@
 // Linear -> GroupNorm -> min -> bias: check sampled rows against the float64 reference, then
 // device time (graph replay) and host time per call.
 #include <algorithm>
-#include <random>
 
 #include "cases.hpp"
+#include "kjit/host_math.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/reference.hpp"
 #include "timing.hpp"
 
 namespace kjit_bench {
-namespace {
-
-std::vector<float> normal(size_t n, float sd, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(g);
-  return v;
-}
-
-kjit::DeviceBuffer upload(kjit::Runtime& rt, const std::vector<float>& v) {
-  kjit::DeviceBuffer b(rt, v.size() * 4);
-  b.upload(v.data(), v.size() * 4);
-  return b;
-}
-
-}  // namespace
 
 nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case& c,
                                  const Settings& s) {
@@ -42,11 +25,15 @@ nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case&
 
   // nn.Linear's init scale keeps Y = O(1), as in the module.
   const float ws = 1.f / std::sqrt(static_cast<float>(p.K));
-  auto x = normal(p.M * p.K, 1.f, 1), w = normal(p.N * p.K, ws, 2), lb = normal(p.N, ws, 3);
-  auto gamma = normal(p.N, 0.5f, 4), beta = normal(p.N, 0.5f, 5), bias = normal(p.N, 1.f, 6);
-  for (auto& g : gamma) g += 1.f;
-  auto dx = upload(rt, x), dw = upload(rt, w), dlb = upload(rt, lb), dg = upload(rt, gamma),
-       dbe = upload(rt, beta), db = upload(rt, bias);
+  auto normal = [](size_t n, float mean, float sd, uint64_t seed) {
+    return kjit::host::random_normal(kjit::DType::F32, n, mean, sd, seed);
+  };
+  auto x = normal(p.M * p.K, 0.f, 1.f, 1), w = normal(p.N * p.K, 0.f, ws, 2),
+       lb = normal(p.N, 0.f, ws, 3);
+  auto gamma = normal(p.N, 1.f, 0.5f, 4), beta = normal(p.N, 0.f, 0.5f, 5),
+       bias = normal(p.N, 0.f, 1.f, 6);
+  auto up = [&](const std::vector<float>& v) { return kjit::DeviceBuffer::from_host(rt, v); };
+  auto dx = up(x), dw = up(w), dlb = up(lb), dg = up(gamma), dbe = up(beta), db = up(bias);
   kjit::DeviceBuffer out(rt, p.M * p.N * 4);
   auto call = [&](int) {
     kjit::ops::linear_gn_min(rt, p, reinterpret_cast<void*>(dx.ptr()),

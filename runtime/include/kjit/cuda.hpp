@@ -46,6 +46,13 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(Runtime& rt, size_t bytes);
+  // A buffer holding a copy of `host` (complete on return).
+  template <class T>
+  static DeviceBuffer from_host(Runtime& rt, const std::vector<T>& host) {
+    DeviceBuffer b(rt, host.size() * sizeof(T));
+    b.upload(host.data(), host.size() * sizeof(T));
+    return b;
+  }
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& o) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
@@ -63,6 +70,12 @@ class DeviceBuffer {
   void upload(const void* host, size_t bytes, size_t offset = 0);
   void download(void* host, size_t bytes, size_t offset = 0) const;
   void fill_bytes(unsigned char value);  // e.g. 0xFF: NaN in every float format
+  template <class T>
+  std::vector<T> to_host(size_t n) const {
+    std::vector<T> v(n);
+    download(v.data(), n * sizeof(T));
+    return v;
+  }
 
  private:
   void reset();

@@ -2,12 +2,12 @@
 // kernels against references: used by kjit's tests and kjit-bench, and handy in host apps.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
-
-#include <algorithm>
 
 #include "kjit/dtype.hpp"
 
@@ -81,6 +81,44 @@ inline float load_as(kjit::DType t, const void* src) {
   uint16_t h;
   std::memcpy(&h, src, 2);
   return t == kjit::DType::F16 ? half_to_float(h) : bf16_to_float(h);
+}
+
+// n normal(mean, sd) values, each exactly representable in t (rounded through t), seeded.
+inline std::vector<float> random_normal(kjit::DType t, size_t n, float mean, float sd,
+                                        uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(mean, sd);
+  std::vector<float> v(n);
+  unsigned char buf[4];
+  for (auto& e : v) {
+    store_as(t, d(g), buf);
+    e = load_as(t, buf);
+  }
+  return v;
+}
+
+// n fp32 values uniform in [-bound, bound) (nn.Linear's initialization), seeded.
+inline std::vector<float> random_uniform(size_t n, float bound, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<float> d(-bound, bound);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(g);
+  return v;
+}
+
+// The bytes of v stored as t, as a device buffer holds them; and back.
+inline std::vector<unsigned char> to_bytes(kjit::DType t, const std::vector<float>& v) {
+  const size_t esz = kjit::dtype_size(t);
+  std::vector<unsigned char> b(v.size() * esz);
+  for (size_t i = 0; i < v.size(); ++i) store_as(t, v[i], &b[i * esz]);
+  return b;
+}
+
+inline std::vector<float> from_bytes(kjit::DType t, const std::vector<unsigned char>& b) {
+  const size_t esz = kjit::dtype_size(t);
+  std::vector<float> v(b.size() / esz);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as(t, &b[i * esz]);
+  return v;
 }
 
 struct ErrorStats {

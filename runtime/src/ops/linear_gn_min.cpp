@@ -297,8 +297,9 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
       key_for(p, align_class(x, ab), align_class(weight, ab), align_class(linear_bias, 4),
               reinterpret_cast<uintptr_t>(out) % 16 == 0, opt.autotune || detail::env_autotune());
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
+  // The plan knows the workspace size: no second validation on the hot path.
   const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr)
-                               : st.workspace(rt, stream, linear_gn_min_workspace_size(p));
+                               : st.workspace(rt, stream, plan.y_bytes + kLinearGnMinGemmWorkspace);
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
   detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.y_bytes, stream, h);
