@@ -1,0 +1,130 @@
+// GroupNorm statistics (count, mean, M2 merged with Chan's formula) over threads, warps, CTAs
+// and clusters, and the SiLU used by every GroupNorm kernel.
+#pragma once
+
+#include "kjit/cluster.cuh"
+
+namespace kjit {
+namespace gn {
+
+// Count, mean and sum of squared deviations of a set of values: merged pairwise with Chan's
+// formula, which stays exact-ish where sum-of-squares would cancel, in one reduction.
+struct Stat {
+  float n, mean, m2;
+};
+
+// Chan et al.: the merge of two disjoint sets. Callers always pass the lower-ranked set first,
+// so every thread that merges the same pair gets the same bits.
+__forceinline__ Stat merge(const Stat& a, const Stat& b) {
+  if (b.n == 0.f) return a;  // empty sets (idle lanes) merge exactly
+  if (a.n == 0.f) return b;
+  const float n = a.n + b.n;
+  const float d = b.mean - a.mean;
+  const float fb = __fdividef(b.n, n);  // counts are exact integers; ~2 ulp is plenty
+  return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+// Butterfly over the lanes [0, width) of each aligned width-lane subgroup.
+template <int kWidth>
+__forceinline__ Stat warp_merge(Stat s) {
+  const unsigned lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < kWidth; o <<= 1) {
+    Stat t{__shfl_xor_sync(0xffffffffu, s.n, o), __shfl_xor_sync(0xffffffffu, s.mean, o),
+           __shfl_xor_sync(0xffffffffu, s.m2, o)};
+    s = (lane & o) ? merge(t, s) : merge(s, t);
+  }
+  return s;
+}
+
+// Merge over one team: shuffles for a team inside a warp; warps through shared memory (one
+// barrier) for a whole CTA. `scratch` holds 3 * 32 floats.
+template <int kThreads, int kTpg>
+__forceinline__ Stat team_merge(Stat s, float* scratch) {
+  if constexpr (kTpg == kThreads && kThreads > 32) {
+    constexpr int kWarps = kThreads / 32;
+    s = warp_merge<32>(s);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+      scratch[warp] = s.n;
+      scratch[32 + warp] = s.mean;
+      scratch[64 + warp] = s.m2;
+    }
+    __syncthreads();
+    // Lanes past the last warp hold empty sets: a full-warp butterfly gives every lane the total.
+    Stat w = lane < kWarps ? Stat{scratch[lane], scratch[32 + lane], scratch[64 + lane]}
+                           : Stat{0.f, 0.f, 0.f};
+    return warp_merge<32>(w);
+  } else {
+    return warp_merge<kTpg>(s);
+  }
+}
+
+// Merge of one Stat per CTA over the cluster, through distributed shared memory. `slot` holds
+// 3 floats and must stay untouched until the cluster's final barrier.
+template <int kCluster>
+__forceinline__ Stat cluster_merge(Stat s, float* slot) {
+  if constexpr (kCluster == 1) {
+    return s;
+  } else {
+    if (threadIdx.x == 0) {
+      slot[0] = s.n;
+      slot[1] = s.mean;
+      slot[2] = s.m2;
+    }
+    cluster_sync();
+    const unsigned lane = threadIdx.x & 31;
+    Stat r{0.f, 0.f, 0.f};
+    if (lane < kCluster)
+      r = Stat{cluster_load(slot, lane), cluster_load(slot + 1, lane),
+               cluster_load(slot + 2, lane)};
+    return warp_merge<32>(r);  // every lane gets the cluster's total
+  }
+}
+
+// The Stat of kVec values held by one thread (exact two-pass on registers).
+template <int kVec>
+__forceinline__ Stat local_stat(const float (&v)[kVec], int valid) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) s += j < valid ? v[j] : 0.f;
+  const float n = static_cast<float>(valid);
+  const float mean = valid ? __fdividef(s, n) : 0.f;
+  float m2 = 0.f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const float d = v[j] - mean;
+    m2 += j < valid ? d * d : 0.f;
+  }
+  return {n, mean, m2};
+}
+
+template <int kThreads, int kTpg>
+__forceinline__ void team_barrier() {
+  if constexpr (kTpg == kThreads && kThreads > 32) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+
+__forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// silu(z) = z * sigmoid(z). fp32 outputs: exp and a fast divide (~2 ulp, two MUFU ops);
+// 16-bit outputs: sigmoid through one tanh.approx (error far below a bf16/fp16 ulp).
+template <class T>
+__forceinline__ float silu(float z) {
+  if constexpr (sizeof(T) == 4) {
+    return __fdividef(z, 1.f + __expf(-z));
+  } else {
+    return z * fmaf(0.5f, tanh_approx(0.5f * z), 0.5f);
+  }
+}
+
+}  // namespace gn
+
+}  // namespace kjit

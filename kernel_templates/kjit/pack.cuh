@@ -1,0 +1,81 @@
+// One 16/8/4-byte vector of elements and the single load/store instruction behind it.
+#pragma once
+
+#include "kjit/types.cuh"
+
+namespace kjit {
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// The memory access behind a Pack: one 16/8/4-byte instruction. Copying the struct itself lets
+// the compiler split stores into per-element ones (seen in the PTX: 8 x st.global.u16 per bf16
+// vector), which multiplies L2 transactions.
+template <int kBytes>
+struct Word;
+template <>
+struct Word<16> {
+  using type = uint4;
+};
+template <>
+struct Word<8> {
+  using type = uint2;
+};
+template <>
+struct Word<4> {
+  using type = unsigned int;
+};
+template <>
+struct Word<2> {
+  using type = unsigned short;
+};
+
+template <class T, int V>
+__forceinline__ Pack<T, V> load_pack(const T* p) {
+  using W = typename Word<sizeof(T) * V>::type;
+  const W w = *reinterpret_cast<const W*>(p);
+  Pack<T, V> r;
+  *reinterpret_cast<W*>(&r) = w;
+  return r;
+}
+
+__forceinline__ unsigned bits_of(float v) {
+  return __float_as_uint(v);
+}
+__forceinline__ unsigned bits_of(half v) {
+  return v.bits;
+}
+__forceinline__ unsigned bits_of(bfloat16 v) {
+  return v.bits;
+}
+
+// 32-bit word k of a pack, assembled from its elements' bits.
+template <class T, int V>
+__forceinline__ unsigned word_of(const Pack<T, V>& v, int k) {
+  if constexpr (sizeof(T) == 4) {
+    return bits_of(v.v[k]);
+  } else {
+    return bits_of(v.v[2 * k]) | (bits_of(v.v[2 * k + 1]) << 16);
+  }
+}
+
+// Builds the vector register first so the store is one st.global.v4 (or v2 / scalar).
+template <class T, int V>
+__forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
+  constexpr int kBytes = sizeof(T) * V;
+  // Inline PTX: NVVM split a plain uint4 store of assembled words into scalar stores.
+  if constexpr (kBytes == 16) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(word_of(v, 0)),
+                 "r"(word_of(v, 1)), "r"(word_of(v, 2)), "r"(word_of(v, 3))
+                 : "memory");
+  } else if constexpr (kBytes == 8) {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(word_of(v, 0)), "r"(word_of(v, 1))
+                 : "memory");
+  } else {
+    *p = v.v[0];
+  }
+}
+
+}  // namespace kjit
