@@ -102,6 +102,56 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(odd.vec == 1);
 }
 
+TEST_CASE("a forced config is checked against the problem, naming the field and the rule") {
+  const GroupNormProblem p = GroupNormProblem::from_shape({2, 64, 32, 32}, 8, kjit::DType::F32);
+  const GroupNormConfig h = kjit::ops::group_norm_heuristic(p, 90);
+  kjit::ops::validate_config(p, h, 90, true);
+  auto expect = [&](GroupNormConfig c, const char* text, int cc = 90, bool aligned = true) {
+    const std::string want = text;
+    CAPTURE(want);
+    try {
+      kjit::ops::validate_config(p, c, cc, aligned);
+      FAIL("accepted " << c.describe());
+    } catch (const kjit::Error& e) {
+      CHECK(e.code() == kjit::Errc::InvalidArgument);
+      CAPTURE(std::string(e.what()));
+      CHECK(std::string(e.what()).find(text) != std::string::npos);
+    }
+  };
+  GroupNormConfig c = h;
+  c.threads = 48;
+  expect(c, "threads = 48 must be a multiple of 32");
+  c = h;
+  c.team = 24;
+  expect(c, "team = 24 must be a power of two");
+  c = h;
+  c.iters = 1;
+  expect(c, "must cover a group");
+  c = h;
+  expect(c, "vec = 4 needs 16-byte aligned pointers", 90, false);
+  c = h;
+  c.cluster = 2;
+  expect(c, "cluster = 2 must be a power of two <= 1 on sm_80", 80);
+  c = h;
+  c.cluster = 32;
+  expect(c, "cluster = 32");
+  GroupNormConfig sm;
+  for (const auto& k : kjit::ops::group_norm_candidates(p, 90))
+    if (k.smem && k.cluster == 1 && !sm.smem) sm = k;
+  REQUIRE(sm.smem);
+  kjit::ops::validate_config(p, sm, 90, true);
+  expect(sm, "smem staging needs sm_90", 80);
+  const GroupNormProblem big = GroupNormProblem::from_shape({1, 64, 512, 512}, 1, kjit::DType::F32);
+  GroupNormConfig whole = sm;
+  whole.cluster = 1;
+  try {
+    kjit::ops::validate_config(big, whole, 90, true);
+    FAIL("a 64 MB slice accepted");
+  } catch (const kjit::Error& e) {
+    CHECK(std::string(e.what()).find("bytes of shared memory") != std::string::npos);
+  }
+}
+
 TEST_CASE("heuristic and candidates cover every element, over random problems") {
   for (int i = 0; i < 500; ++i) {
     GroupNormProblem p = random_problem();
@@ -111,6 +161,8 @@ TEST_CASE("heuristic and candidates cover every element, over random problems") 
         for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, cc, aligned)) {
           CAPTURE(c.describe());
           check_covers(p, c);
+          CHECK_NOTHROW(kjit::ops::validate_config(p, c, cc, aligned));
+          if (c.smem) CHECK(cc >= 90);
         }
   }
 }
@@ -126,6 +178,11 @@ TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random s
     GroupNormProblem p = random_problem();
     const bool aligned = kjit_test::uniform(0, 4) != 0;
     auto cands = kjit::ops::group_norm_candidates(p, 90, aligned);
+    // Every third pick from the shared-memory-staged kernel when the problem has any.
+    std::vector<GroupNormConfig> smem;
+    for (const auto& c : cands)
+      if (c.smem) smem.push_back(c);
+    if (i % 3 == 1 && !smem.empty()) cands = smem;
     const GroupNormConfig& c = cands[kjit_test::uniform(0, static_cast<int64_t>(cands.size()) - 1)];
     kjit::Spec s = kjit::ops::group_norm_spec(p, c);
     CAPTURE(s.instantiation());

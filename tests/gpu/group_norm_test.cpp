@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "gpu_env.hpp"
@@ -26,6 +27,7 @@ struct Case {
   bool in_place = false;
   float eps = 1e-5f;
   bool autotune = false;
+  std::optional<kjit::ops::GroupNormConfig> config;  // forced instead of the heuristic's
 };
 
 struct Result {
@@ -56,6 +58,7 @@ Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
   kjit::ops::GroupNormOptions opt;
   opt.eps = cs.eps;
   opt.autotune = cs.autotune;
+  opt.config = cs.config;
   kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(dx.ptr() + off), yptr,
                         p.has_weight ? reinterpret_cast<void*>(dw.ptr()) : nullptr,
                         p.has_bias ? reinterpret_cast<void*>(db.ptr()) : nullptr, opt, stream);
@@ -67,7 +70,8 @@ Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
                                          p.has_bias ? b.data() : nullptr, cs.eps);
   Result r;
   r.err = kjit::host::compare(y, ref, 1e-4, 1e-4);
-  r.config = kjit::ops::group_norm_heuristic(p, rt.props().cc(), !cs.offset).describe();
+  r.config = cs.config ? cs.config->describe()
+                       : kjit::ops::group_norm_heuristic(p, rt.props().cc(), !cs.offset).describe();
   return r;
 }
 
@@ -191,6 +195,61 @@ TEST_CASE("group_norm: 300 random bf16 shapes") {
 }
 TEST_CASE("group_norm: 300 random fp16 shapes") {
   run_random(DType::F16, 300);
+}
+
+TEST_CASE("group_norm: every shared-memory-staged candidate over named and random shapes") {
+  if (runtime().props().cc() < 90) return;
+  using kjit_test::uniform;
+  std::vector<Case> cases;
+  // Named: more groups than resident CTAs, partial last slices (vectors not a multiple of the
+  // cluster), a vector across two channels (S % 8 != 0), no affine with C/G = 1.
+  cases.push_back(named({32, 64, 64, 64}, 32, DType::F32));
+  cases.push_back(named({4, 96, 37, 41}, 3, DType::BF16));
+  cases.push_back(named({2, 8, 128, 129}, 8, DType::F16));
+  cases.back().p.has_weight = cases.back().p.has_bias = false;
+  for (int i = 0; i < 12; ++i) {
+    const DType t = i % 3 == 0 ? DType::F32 : i % 3 == 1 ? DType::BF16 : DType::F16;
+    const int64_t g = uniform(1, 8), cg = uniform(1, 24), n = uniform(1, 6);
+    const int64_t s = uniform(1024, 16384) / 8 * 8;
+    Case c = named({n, g * cg, s}, g, t);
+    c.p.param_dtype = uniform(0, 1) ? DType::F32 : t;
+    c.p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+    c.in_place = uniform(0, 4) == 0;
+    cases.push_back(c);
+  }
+  kjit::Stream stream(runtime());
+  int runs = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (const auto& cfg : kjit::ops::group_norm_candidates(cases[i].p, runtime().props().cc())) {
+      if (!cfg.smem) continue;
+      Case c = cases[i];
+      c.config = cfg;
+      check_result(c, run_case(c, stream, kjit_test::seed() + 1000 + i));
+      ++runs;
+    }
+  }
+  CHECK(runs >= 40);
+  MESSAGE(runs << " smem-staged (case, config) runs");
+}
+
+TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument") {
+  auto& rt = runtime();
+  GroupNormProblem p = GroupNormProblem::from_shape({2, 64, 32, 32}, 8, DType::F32);
+  kjit::DeviceBuffer x(rt, 2 * 64 * 1024 * 4), y(rt, 2 * 64 * 1024 * 4), w(rt, 256), b(rt, 256);
+  kjit::Stream stream(rt);
+  auto call = [&](const kjit::ops::GroupNormConfig& c) {
+    kjit::ops::GroupNormOptions opt;
+    opt.config = c;
+    kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(x.ptr()), reinterpret_cast<void*>(y.ptr()),
+                          reinterpret_cast<void*>(w.ptr()), reinterpret_cast<void*>(b.ptr()), opt,
+                          stream);
+  };
+  kjit::ops::GroupNormConfig c = kjit::ops::group_norm_heuristic(p, rt.props().cc());
+  c.iters = 1;  // no longer covers a group
+  CHECK_THROWS_WITH_AS(call(c), doctest::Contains("must cover a group"), kjit::Error);
+  c = kjit::ops::group_norm_heuristic(p, rt.props().cc());
+  c.threads = 48;
+  CHECK_THROWS_WITH_AS(call(c), doctest::Contains("threads = 48"), kjit::Error);
 }
 
 TEST_CASE("group_norm: bad inputs raise InvalidArgument and write nothing") {

@@ -31,6 +31,9 @@ std::string shape_text(const Case& c);
 
 // Runs one case and returns its row (device_us, host_us, bytes, GB/s, error, config, ...).
 nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s);
+// Every autotune candidate of one GroupNorm case, checked and timed (no host time).
+std::vector<nlohmann::json> sweep_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
+                                             const Settings& s);
 // shape = {M, K, N}; dtype "fp32" (strict) or "tf32".
 nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case& c,
                                  const Settings& s);

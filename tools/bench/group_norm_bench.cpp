@@ -1,5 +1,6 @@
 // GroupNorm+SiLU: check against the float64 reference, then device and host time.
 #include <algorithm>
+#include <optional>
 
 #include "cases.hpp"
 #include "kjit/host_math.hpp"
@@ -11,65 +12,107 @@ namespace kjit_bench {
 
 using kjit::ops::GroupNormProblem;
 
+namespace {
+
+// One GroupNorm case's rotating buffers and parameters, timed under any number of configs.
+class GnCase {
+ public:
+  GnCase(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s)
+      : rt_(rt), stream_(stream), c_(c), s_(s), dt_(kjit::parse_dtype(c.dtype)) {
+    const auto layout = c.layout == "nhwc" ? kjit::ops::Layout::NHWC : kjit::ops::Layout::NCHW;
+    p_ = GroupNormProblem::from_shape(c.shape, c.groups, dt_, layout);
+    n_ = static_cast<size_t>(p_.N * p_.C * p_.S);
+    bytes_ = n_ * kjit::dtype_size(dt_);
+    // Rotating sets of (x, y) together larger than the L2, so every launch reads from HBM.
+    sets_ =
+        static_cast<int>(std::max<int64_t>(2, (s.rotate_bytes + 2 * bytes_ - 1) / (2 * bytes_)));
+    x_ = kjit::host::random_normal(dt_, n_, 1.f, 2.f, 42);
+    w_ = kjit::host::random_normal(dt_, static_cast<size_t>(p_.C), 1.f, 0.5f, 43);
+    b_ = kjit::host::random_normal(dt_, static_cast<size_t>(p_.C), 0.f, 0.5f, 44);
+    for (int i = 0; i < sets_; ++i) {
+      xs_.push_back(kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(dt_, x_)));
+      ys_.emplace_back(rt, bytes_);
+    }
+    dw_ = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(dt_, w_));
+    db_ = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(dt_, b_));
+  }
+
+  const GroupNormProblem& problem() const { return p_; }
+
+  // The heuristic's (or autotuned) config when `force` is empty.
+  nlohmann::json run(const std::optional<kjit::ops::GroupNormConfig>& force, bool host_time) {
+    kjit::ops::GroupNormOptions opt;
+    opt.autotune = s_.autotune;
+    opt.config = force;
+    const kjit::ops::GroupNormConfig cfg = kjit::ops::prepare_group_norm(rt_, p_, opt);
+    auto call = [&](int i) {
+      kjit::ops::group_norm(rt_, p_, reinterpret_cast<void*>(xs_[i % sets_].ptr()),
+                            reinterpret_cast<void*>(ys_[i % sets_].ptr()),
+                            reinterpret_cast<void*>(dw_.ptr()), reinterpret_cast<void*>(db_.ptr()),
+                            opt, stream_);
+    };
+    nlohmann::json row = {{"op", "group_norm"},  {"shape", shape_text(c_)},  {"dtype", c_.dtype},
+                          {"layout", c_.layout}, {"config", cfg.describe()}, {"bytes", 2 * bytes_}};
+    if (s_.check) check(call, &row);
+    const int k = std::max(sets_, 20);
+    DeviceTime t = graph_time(rt_, stream_, k, s_.replays, call);
+    row["device_us"] = t.median_us;
+    row["device_us_min"] = t.min_us;
+    row["device_us_max"] = t.max_us;
+    row["gbps"] = 2.0 * static_cast<double>(bytes_) / (t.median_us * 1e-6) / 1e9;
+    if (host_time) row["host_us"] = host_us_per_call(rt_, stream_, 200, 15, [&] { call(0); });
+    return row;
+  }
+
+ private:
+  template <class Call>
+  void check(Call& call, nlohmann::json* row) {
+    ys_[0].fill_bytes(0xFF);  // NaN in every dtype: an unwritten element fails the check
+    call(0);
+    kjit::Event done(rt_);
+    done.record(stream_);
+    done.synchronize();
+    const std::vector<float> y = kjit::host::from_bytes(dt_, ys_[0].to_host<unsigned char>(bytes_));
+    if (ref_.empty()) ref_ = kjit::reference::group_norm(p_, x_, w_.data(), b_.data(), 1e-5);
+    auto e = kjit::host::compare(y, ref_, 1e-4, 1e-4);
+    (*row)["rel_l2"] = e.rel_l2;
+    (*row)["allclose_1e-4"] = e.allclose;
+    (*row)["correct"] = e.nonfinite == 0 && e.rel_l2 <= (dt_ == kjit::DType::F32 ? 1e-5 : 1e-2);
+  }
+
+  kjit::Runtime& rt_;
+  CUstream stream_;
+  Case c_;
+  Settings s_;
+  kjit::DType dt_;
+  GroupNormProblem p_;
+  size_t n_ = 0, bytes_ = 0;
+  int sets_ = 2;
+  std::vector<float> x_, w_, b_;
+  std::vector<double> ref_;
+  std::vector<kjit::DeviceBuffer> xs_, ys_;
+  kjit::DeviceBuffer dw_, db_;
+};
+
+}  // namespace
+
 nlohmann::json run_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
                               const Settings& s) {
-  const kjit::DType dt = kjit::parse_dtype(c.dtype);
-  const auto layout = c.layout == "nhwc" ? kjit::ops::Layout::NHWC : kjit::ops::Layout::NCHW;
-  GroupNormProblem p = GroupNormProblem::from_shape(c.shape, c.groups, dt, layout);
-  const size_t n = static_cast<size_t>(p.N * p.C * p.S), bytes = n * kjit::dtype_size(dt);
-  kjit::ops::GroupNormOptions opt;
-  opt.autotune = s.autotune;
-  const kjit::ops::GroupNormConfig cfg = kjit::ops::prepare_group_norm(rt, p, opt);
+  return GnCase(rt, stream, c, s).run(std::nullopt, true);
+}
 
-  // Rotating sets of (x, y) together larger than the L2, so every launch reads from HBM.
-  const int sets =
-      static_cast<int>(std::max<int64_t>(2, (s.rotate_bytes + 2 * bytes - 1) / (2 * bytes)));
-  std::vector<kjit::DeviceBuffer> xs, ys;
-  auto x = kjit::host::random_normal(dt, n, 1.f, 2.f, 42);
-  auto w = kjit::host::random_normal(dt, static_cast<size_t>(p.C), 1.f, 0.5f, 43);
-  auto b = kjit::host::random_normal(dt, static_cast<size_t>(p.C), 0.f, 0.5f, 44);
-  auto xb = kjit::host::to_bytes(dt, x);
-  for (int i = 0; i < sets; ++i) {
-    xs.emplace_back(rt, bytes);
-    ys.emplace_back(rt, bytes);
-    xs.back().upload(xb.data(), bytes);
+std::vector<nlohmann::json> sweep_group_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
+                                             const Settings& s) {
+  GnCase gc(rt, stream, c, s);
+  std::vector<nlohmann::json> rows;
+  for (const auto& cfg : kjit::ops::group_norm_candidates(gc.problem(), rt.props().cc())) {
+    try {
+      rows.push_back(gc.run(cfg, false));
+    } catch (const kjit::Error& e) {
+      rows.push_back({{"shape", shape_text(c)}, {"config", cfg.describe()}, {"error", e.what()}});
+    }
   }
-  kjit::DeviceBuffer dw(rt, p.C * kjit::dtype_size(dt)), db(rt, p.C * kjit::dtype_size(dt));
-  auto wb = kjit::host::to_bytes(dt, w), bb = kjit::host::to_bytes(dt, b);
-  dw.upload(wb.data(), wb.size());
-  db.upload(bb.data(), bb.size());
-  auto call = [&](int i) {
-    kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(xs[i % sets].ptr()),
-                          reinterpret_cast<void*>(ys[i % sets].ptr()),
-                          reinterpret_cast<void*>(dw.ptr()), reinterpret_cast<void*>(db.ptr()), opt,
-                          stream);
-  };
-
-  nlohmann::json row = {{"op", "group_norm"}, {"shape", shape_text(c)},   {"dtype", c.dtype},
-                        {"layout", c.layout}, {"config", cfg.describe()}, {"bytes", 2 * bytes}};
-  if (s.check) {
-    ys[0].fill_bytes(0xFF);
-    call(0);
-    kjit::Event done(rt);
-    done.record(stream);
-    done.synchronize();
-    std::vector<unsigned char> out(bytes);
-    ys[0].download(out.data(), bytes);
-    const std::vector<float> y = kjit::host::from_bytes(dt, out);
-    auto ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
-    auto e = kjit::host::compare(y, ref, 1e-4, 1e-4);
-    row["rel_l2"] = e.rel_l2;
-    row["allclose_1e-4"] = e.allclose;
-    row["correct"] = e.nonfinite == 0 && e.rel_l2 <= (dt == kjit::DType::F32 ? 1e-5 : 1e-2);
-  }
-  const int k = std::max(sets, 20);
-  DeviceTime t = graph_time(rt, stream, k, s.replays, call);
-  row["device_us"] = t.median_us;
-  row["device_us_min"] = t.min_us;
-  row["device_us_max"] = t.max_us;
-  row["gbps"] = 2.0 * static_cast<double>(bytes) / (t.median_us * 1e-6) / 1e9;
-  row["host_us"] = host_us_per_call(rt, stream, 200, 15, [&] { call(0); });
-  return row;
+  return rows;
 }
 
 }  // namespace kjit_bench

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
       ->check(CLI::Range(5, 100000));
   app.add_flag("--autotune", s.autotune, "autotune each problem first");
+  bool sweep = false;
+  app.add_flag("--sweep", sweep,
+               "GroupNorm: check and time every autotune candidate of each case (device time)");
   app.add_flag(
       "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
   app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
@@ -50,6 +53,26 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) {
       if (!only_op.empty() && c.op != only_op) continue;
       nlohmann::json row;
+      if (sweep && c.op == "group_norm") {
+        for (auto& r : kjit_bench::sweep_group_norm(rt, stream, c, s)) {
+          if (r.contains("error")) {
+            std::printf("  %-22s %s: %s\n", r["shape"].get<std::string>().c_str(),
+                        r["config"].get<std::string>().c_str(),
+                        r["error"].get<std::string>().c_str());
+          } else {
+            r["pct_copy"] = 100.0 * r["gbps"].get<double>() / copy;
+            if (!r.value("correct", true)) all_correct = false;
+            std::printf("  %-22s %-5s %10.2f %5.1f%% %9.2e  %s%s\n",
+                        r["shape"].get<std::string>().c_str(), c.dtype.c_str(),
+                        r["device_us"].get<double>(), r["pct_copy"].get<double>(),
+                        r.value("rel_l2", 0.0), r["config"].get<std::string>().c_str(),
+                        r.value("correct", true) ? "" : "  WRONG");
+          }
+          std::fflush(stdout);
+          out["sweep"].push_back(r);
+        }
+        continue;
+      }
       if (c.op == "group_norm") {
         row = kjit_bench::run_group_norm(rt, stream, c, s);
       } else if (c.op == "linear_gn_min") {

@@ -1,4 +1,5 @@
 // GroupNorm op: validation, plan lookup (hot path), launch.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +44,8 @@ void validate_call(const GroupNormProblem& p, const void* x, void* y, const void
 
 namespace detail {
 
-GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune) {
+GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
+               const GroupNormConfig* forced) {
   return GnKey{static_cast<int64_t>(p.dtype),
                static_cast<int64_t>(p.param_dtype),
                static_cast<int64_t>(p.layout),
@@ -55,39 +57,51 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune) {
                p.C,
                p.S,
                p.groups,
-               autotune};
+               autotune,
+               forced != nullptr,
+               forced ? forced->threads : 0,
+               forced ? forced->team : 0,
+               forced ? forced->vec : 0,
+               forced ? forced->iters : 0,
+               forced ? forced->cluster : 0,
+               forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2) : 0,
+               forced ? forced->held : 0};
 }
 
-std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
-                                   CUstream stream) {
-  auto plan = std::make_unique<GnPlan>();
-  plan->config = c;
-  plan->groups = static_cast<int>(p.groups);
-  plan->num_groups = p.N * p.groups;
-  const int64_t teams = c.threads / c.team;
-  const int64_t ctas = (plan->num_groups + teams - 1) / teams * c.cluster;
-  if (ctas > INT32_MAX)
-    bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
-  plan->launch.grid.x = static_cast<unsigned>(ctas);
-  plan->launch.block.x = static_cast<unsigned>(c.threads);
-  plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
-  const bool affine = p.has_weight || p.has_bias;
-  plan->launch.shared_bytes = static_cast<unsigned>(
-      (128 + (affine && c.smem_affine ? teams * 2 * (p.C / p.groups) : 0)) * 4);
-  plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
-  return plan;
-}
+namespace {
 
-bool launchable(Runtime& rt, const GnPlan& plan) {
-  if (plan.launch.cluster.x <= 1) return true;
-  if (!rt.props().cluster_launch) return false;
+// Opts the kernel into what its launch needs: more than 48 KB of shared memory, clusters over 8.
+// False when the device cannot give it.
+bool set_attributes(Runtime& rt, const GnPlan& plan) {
   const kjit::detail::Driver& d = kjit::detail::driver();
-  if (plan.launch.cluster.x > 8)
-    d.cuFuncSetAttribute_fn(plan.kernel.function(),
-                            CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-  if (plan.launch.shared_bytes > 48 * 1024)
-    d.cuFuncSetAttribute_fn(plan.kernel.function(), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            static_cast<int>(plan.launch.shared_bytes));
+  if (plan.launch.shared_bytes > 48 * 1024) {
+    if (plan.launch.shared_bytes > static_cast<unsigned>(rt.props().max_smem_per_block_optin))
+      return false;
+    if (d.cuFuncSetAttribute_fn(plan.kernel.function(),
+                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(plan.launch.shared_bytes)) != CUDA_SUCCESS)
+      return false;
+  }
+  if (plan.launch.cluster.x > 8 &&
+      d.cuFuncSetAttribute_fn(plan.kernel.function(),
+                              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                              1) != CUDA_SUCCESS)
+    return false;
+  return true;
+}
+
+// How many clusters (CTAs when cluster == 1) of the plan the device runs at once; 0 if none.
+int64_t resident_clusters(Runtime& rt, const GnPlan& plan) {
+  const kjit::detail::Driver& d = kjit::detail::driver();
+  if (plan.launch.cluster.x <= 1) {
+    int blocks = 0;
+    if (d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&blocks, plan.kernel.function(),
+                                                         static_cast<int>(plan.launch.block.x),
+                                                         plan.launch.shared_bytes) != CUDA_SUCCESS)
+      return 0;
+    return int64_t{blocks} * rt.props().sm_count;
+  }
+  if (!rt.props().cluster_launch) return 0;
   CUlaunchAttribute attr{};
   attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   attr.value.clusterDim.x = plan.launch.cluster.x;
@@ -102,20 +116,56 @@ bool launchable(Runtime& rt, const GnPlan& plan) {
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
+  if (d.cuOccupancyMaxActiveClusters_fn(&clusters, plan.kernel.function(), &cfg) != CUDA_SUCCESS)
+    return 0;
+  return clusters;
+}
+
+}  // namespace
+
+std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
+                                   CUstream stream) {
+  auto plan = std::make_unique<GnPlan>();
+  plan->config = c;
+  plan->groups = static_cast<int>(p.groups);
+  plan->num_groups = p.N * p.groups;
+  const int64_t teams = c.threads / c.team;
+  const int64_t ctas = (plan->num_groups + teams - 1) / teams * c.cluster;
+  if (ctas > INT32_MAX)
+    bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
+  plan->launch.grid.x = static_cast<unsigned>(ctas);
+  plan->launch.block.x = static_cast<unsigned>(c.threads);
+  plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
+  plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
+  plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
   kjit::detail::ContextGuard guard(rt.context());
-  CUresult r = d.cuOccupancyMaxActiveClusters_fn(&clusters, plan.kernel.function(), &cfg);
-  return r == CUDA_SUCCESS && clusters > 0;
+  plan->runnable = set_attributes(rt, *plan);
+  plan->runnable = plan->runnable && resident_clusters(rt, *plan) > 0;
+  return plan;
+}
+
+bool launchable(Runtime&, const GnPlan& plan) {
+  return plan.runnable;
 }
 
 }  // namespace detail
 
 static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bool aligned,
-                                      bool tune, float eps, CUstream stream) {
+                                      const GroupNormOptions& opt, CUstream stream) {
   auto& table = rt.op_state().group_norm;
-  const detail::GnKey key = detail::make_key(p, aligned, tune);
+  const GroupNormConfig* forced = opt.config ? &*opt.config : nullptr;
+  const bool tune = !forced && (opt.autotune || detail::env_autotune());
+  const detail::GnKey key = detail::make_key(p, aligned, tune, forced);
   if (const detail::GnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<detail::GnPlan> {
-    if (tune) return detail::build_plan(rt, p, detail::autotune(rt, p, aligned, eps), stream);
+    if (forced) {
+      validate_config(p, *forced, rt.props().cc(), aligned);
+      auto plan = detail::build_plan(rt, p, *forced, stream);
+      if (!detail::launchable(rt, *plan))
+        bad(p, "config " + forced->describe() + " cannot be scheduled on " + rt.props().name);
+      return plan;
+    }
+    if (tune) return detail::build_plan(rt, p, detail::autotune(rt, p, aligned, opt.eps), stream);
     // The heuristic's choice, unless the device cannot co-schedule its cluster: then the
     // first candidate it can.
     for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
@@ -132,8 +182,7 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
   if (p.N == 0 || p.S == 0) return;
   const bool aligned =
       ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
-  const detail::GnPlan& plan =
-      plan_for(rt, p, aligned, opt.autotune || detail::env_autotune(), opt.eps, stream);
+  const detail::GnPlan& plan = plan_for(rt, p, aligned, opt, stream);
   const void* w = p.has_weight ? weight : nullptr;
   const void* b = p.has_bias ? bias : nullptr;
   float eps = opt.eps;
@@ -153,7 +202,7 @@ GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt) {
   validate(p);
   if (p.N == 0 || p.S == 0) return group_norm_heuristic(p, rt.props().cc());
-  return plan_for(rt, p, true, opt.autotune || detail::env_autotune(), opt.eps, nullptr).config;
+  return plan_for(rt, p, true, opt, nullptr).config;
 }
 
 }  // namespace kjit::ops

@@ -15,6 +15,8 @@ int max_held_floats(int64_t threads) {
   return threads <= 256 ? 64 : threads <= 512 ? 32 : 16;
 }
 constexpr int kSmemAffineBytes = 40 * 1024;
+// Shared memory one block may use on sm_90 (227 KB); smem-staged slices stay within it.
+constexpr int64_t kMaxSmemBytes = 227 * 1024;
 constexpr int64_t kSms =
     132;  // an H100/H200; the heuristic must not depend on the device it runs on
 
@@ -67,8 +69,28 @@ bool fit_cta(int64_t m, int vec, int max_threads, int max_floats, int* threads, 
 }
 
 void set_smem_affine(const GroupNormProblem& p, GroupNormConfig* c) {
+  if (c->smem) {  // the staged kernel always keeps them in shared memory
+    c->smem_affine = true;
+    return;
+  }
   const int64_t teams = c->threads / c->team;
   c->smem_affine = teams * 2 * (p.C / p.groups) * 4 <= kSmemAffineBytes;
+}
+
+bool smem_eligible(const GroupNormProblem& p, int cc, bool aligned) {
+  return cc >= 90 && p.layout == Layout::NCHW &&
+         vec_width(p, aligned) == 16 / static_cast<int>(dtype_size(p.dtype));
+}
+
+// A smem-staged config: cluster cs, `threads` per CTA.
+GroupNormConfig smem_config(const GroupNormProblem& p, int cs, int threads) {
+  GroupNormConfig c;
+  c.smem = true;
+  c.vec = 16 / static_cast<int>(dtype_size(p.dtype));
+  c.cluster = cs;
+  c.threads = c.team = threads;
+  c.iters = static_cast<int>(ceil_div(ceil_div(group_len(p) / c.vec, cs), threads));
+  return c;
 }
 
 }  // namespace
@@ -102,8 +124,8 @@ std::string GroupNormProblem::describe() const {
 std::string GroupNormConfig::describe() const {
   return "threads=" + std::to_string(threads) + " team=" + std::to_string(team) +
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
-         " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") +
-         (smem_affine ? "" : " gmem-affine");
+         " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") + (smem ? " smem" : "") +
+         (held > 0 ? " held=" + std::to_string(held) : "") + (smem_affine ? "" : " gmem-affine");
 }
 
 GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape, int64_t groups,
@@ -150,6 +172,24 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
     set_smem_affine(p, &c);
     return c;
   }
+  // Groups of >= 64 KB of vectors on sm_90: staged in shared memory by bulk copies, in slices
+  // of ~32 KB (clusters up to 16) with 16 vectors per thread; groups of 64-128 KB in pairs of
+  // CTAs with 8 per thread. H200 sweep: 16x512x64x64 f32 85 us vs 102 us held in registers,
+  // bf16 47 vs 72; 1x128x256x256 f32 36 vs 45, bf16 20 vs 36; 2x320x64x64 bf16 9.3 vs 10.5.
+  if (smem_eligible(p, cc, aligned) && nvec >= 4096) {
+    const int cs =
+        nvec >= 8192
+            ? static_cast<int>(std::min<int64_t>(max_cluster(cc), pow2_ceil(ceil_div(nvec, 2048))))
+            : 2;
+    const int64_t share = ceil_div(nvec, cs);
+    const int per = nvec >= 8192 ? 16 : 8;
+    GroupNormConfig s = smem_config(
+        p, cs, static_cast<int>(std::clamp<int64_t>(round_up(share / per, 32), 64, 512)));
+    // Slices of >= 32 KB in clusters below 16 hold 4 vectors per thread in registers: more CTAs
+    // per SM (16x512x64x64 f32 80 us vs 84, bf16 51 vs 54); no gain at 16 (1x128x256x256).
+    if (share >= 2048 && cs < 16 && int64_t{s.threads} * 4 < share) s.held = 4;
+    if (share <= 4096 && group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
+  }
   // Spread few large groups (>= 4096 vectors) over clusters while the grid is under ~2 CTAs per
   // SM and every CTA keeps >= 1024 vectors. Smaller groups lose more to the cluster exchange
   // (~1 us) than they gain (H200: 2x1280x16x16 5.8 us alone vs 8.1 us in pairs).
@@ -179,10 +219,91 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
   return c;
 }
 
+void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned) {
+  validate(p);
+  auto bad = [&](const std::string& what) {
+    throw Error(Errc::InvalidArgument,
+                "group_norm config: " + what + " (" + c.describe() + "; " + p.describe() + ")");
+  };
+  const int full_vec = 16 / static_cast<int>(dtype_size(p.dtype));
+  const int64_t L = group_len(p);
+  if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
+    bad("threads = " + std::to_string(c.threads) + " must be a multiple of 32 in [32, 1024]");
+  const bool warp_team = c.team >= 1 && c.team <= 32 && (c.team & (c.team - 1)) == 0;
+  if (!(warp_team || c.team == c.threads))
+    bad("team = " + std::to_string(c.team) + " must be a power of two <= 32 or equal threads");
+  if (c.vec != 1 && c.vec != full_vec)
+    bad("vec = " + std::to_string(c.vec) + " must be 1 or " + std::to_string(full_vec));
+  if (c.vec > 1 && c.vec != vec_width(p, aligned))
+    bad("vec = " + std::to_string(c.vec) +
+        " needs 16-byte aligned pointers and whole vectors per group" +
+        (p.layout == Layout::NHWC ? " row (C/G and C multiples of it)" : " (C/G * S a multiple)"));
+  if (c.cluster < 1 || c.cluster > max_cluster(cc) || (c.cluster & (c.cluster - 1)) != 0)
+    bad("cluster = " + std::to_string(c.cluster) + " must be a power of two <= " +
+        std::to_string(max_cluster(cc)) + " on sm_" + std::to_string(cc));
+  if ((c.cluster > 1 || c.stream || c.smem) && c.team != c.threads)
+    bad("clusters, streaming and smem staging need team == threads");
+  if (c.iters < 1) bad("iters = " + std::to_string(c.iters) + " must be >= 1");
+  if (c.held != 0 && !c.smem) bad("held = " + std::to_string(c.held) + " needs smem staging");
+  if (c.smem) {
+    if (cc < 90) bad("smem staging needs sm_90 (bulk copies)");
+    if (p.layout != Layout::NCHW || c.vec != full_vec || c.stream)
+      bad("smem staging needs NCHW, full 16-byte vectors and no streaming");
+    const int64_t share = ceil_div(group_len(p) / c.vec, c.cluster);
+    if (c.held < 0 || c.held > 8 || int64_t{c.threads} * c.held >= share)
+      bad("held = " + std::to_string(c.held) + " must be in [0, 8] and leave part of the " +
+          std::to_string(share) + "-vector slice to shared memory");
+    if (group_norm_smem_bytes(p, c) > kMaxSmemBytes)
+      bad("the slice needs " + std::to_string(group_norm_smem_bytes(p, c)) +
+          " bytes of shared memory, more than " + std::to_string(kMaxSmemBytes));
+    return;
+  }
+  if (!c.stream) {
+    if (int64_t{c.iters} * c.team * c.cluster * c.vec < L)
+      bad("iters * team * cluster * vec = " +
+          std::to_string(int64_t{c.iters} * c.team * c.cluster * c.vec) +
+          " must cover a group of " + std::to_string(L) + " elements");
+    if (int64_t{c.iters} * c.vec > 64)
+      bad("iters * vec = " + std::to_string(c.iters * c.vec) + " held per thread exceeds 64");
+  }
+  if (group_norm_smem_bytes(p, c) > kMaxSmemBytes)
+    bad("needs more than " + std::to_string(kMaxSmemBytes) + " bytes of shared memory");
+}
+
+namespace {
+
+// Slices of 16-64 KB (smaller only when a whole group is smaller) in clusters of 1..16, with
+// 8, 16 or 32 vectors per thread (the sweep on the H200 found 16 best: fewer threads wait on
+// longer shared-memory loops, more pay more for the CTA reduction).
+template <class Add>
+void add_smem_candidates(const GroupNormProblem& p, int cc, bool aligned, Add&& add) {
+  if (!smem_eligible(p, cc, aligned)) return;
+  const int64_t nvec = group_len(p) / (16 / static_cast<int64_t>(dtype_size(p.dtype)));
+  for (int cs = 1; cs <= max_cluster(cc); cs *= 2) {
+    const int64_t share = ceil_div(nvec, cs);
+    if (cs > 1 && share < 1024) break;
+    if (share > 4096) continue;
+    for (int per : {8, 16, 32}) {
+      const int threads = static_cast<int>(std::clamp<int64_t>(round_up(share / per, 32), 64, 512));
+      GroupNormConfig c = smem_config(p, cs, threads);
+      if (group_norm_smem_bytes(p, c) <= kMaxSmemBytes) add(c);
+      // Slices of >= 32 KB also with 4 vectors per thread held in registers.
+      c.held = 4;
+      if (share >= 2048 && int64_t{threads} * 4 < share) add(c);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
                                                    bool aligned) {
-  GroupNormConfig h = group_norm_heuristic(p, cc, aligned);
-  std::vector<GroupNormConfig> out{h};
+  const GroupNormConfig first = group_norm_heuristic(p, cc, aligned);
+  std::vector<GroupNormConfig> out{first};
+  // The register-held variants below start from the heuristic's choice, minus the staging.
+  GroupNormConfig h = first;
+  h.smem = false;
+  h.held = 0;
   auto add = [&](GroupNormConfig c) {
     set_smem_affine(p, &c);
     for (const auto& o : out)
@@ -201,6 +322,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
         add(c);
       }
     }
+    add_smem_candidates(p, cc, aligned, add);
     return out;
   }
   const int cmax = max_cluster(cc);
@@ -226,11 +348,40 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     c.iters = 4;
     add(c);
   }
+  add_smem_candidates(p, cc, aligned, add);
   return out;
+}
+
+int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c) {
+  const bool affine = p.has_weight || p.has_bias;
+  const int64_t cg = p.C / p.groups;
+  if (c.smem) {
+    // GnSmemLayout in group_norm_smem.cuh: 512 bytes of barriers and scratch, the affine
+    // parameters (128-byte rounded), then the slice.
+    const int64_t share = ceil_div(group_len(p) / c.vec, c.cluster);
+    return 512 + (affine ? round_up(cg * 8, 128) : 0) + (share - int64_t{c.threads} * c.held) * 16;
+  }
+  const int64_t teams = c.threads / c.team;
+  return (128 + (affine && c.smem_affine ? teams * 2 * cg : 0)) * 4;
 }
 
 Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
   const bool affine = p.has_weight || p.has_bias;
+  if (c.smem) {
+    Spec s("kjit/group_norm_smem.cuh", "kjit::gn_fwd_smem");
+    s.type(p.dtype)
+        .type(p.param_dtype)
+        .value(p.C / p.groups)
+        .value(p.S)
+        .value(c.threads)
+        .value(ceil_div(group_len(p) / c.vec, c.cluster))
+        .value(c.held)
+        .value(c.cluster)
+        .value(p.has_weight)
+        .value(p.has_bias)
+        .value(p.activation == Activation::SiLU);
+    return s;
+  }
   Spec s("kjit/group_norm.cuh", "kjit::gn_fwd");
   s.type(p.dtype)
       .type(p.param_dtype)

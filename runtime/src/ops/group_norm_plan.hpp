@@ -13,6 +13,8 @@ namespace kjit::ops::detail {
 struct GnKey {
   int64_t dtype, param_dtype, layout, activation, has_weight, has_bias, aligned;
   int64_t N, C, S, groups, autotune;
+  // A config forced through GroupNormOptions::config (all zero otherwise).
+  int64_t forced, threads, team, vec, iters, cluster, flags, held;
 };
 
 struct GnPlan {
@@ -21,15 +23,18 @@ struct GnPlan {
   GroupNormConfig config;
   int groups = 0;
   long long num_groups = 0;
+  bool runnable = false;  // the device can schedule it (shared memory, cluster occupancy)
 };
 
 using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
 
-GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune);
+GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
+               const GroupNormConfig* forced = nullptr);
 // Loads the kernel for config c and computes the launch (grid, smem, cluster).
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
-// True when the device can run c (cluster occupancy); a config it cannot is skipped.
+// True when the device can run the plan (shared memory, cluster occupancy); a config it cannot
+// is skipped.
 bool launchable(Runtime& rt, const GnPlan& plan);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
 GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps);

@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,12 +47,20 @@ struct GroupNormConfig {
   int cluster = 1;      // CTAs per group
   bool stream = false;  // group too large to hold on chip: re-read from memory
   bool smem_affine = true;
+  // Staged in shared memory by bulk copies (sm_90, NCHW, 16-byte aligned) instead of held in
+  // registers: each CTA's slice is ceil(vectors / cluster), of which the last threads * held
+  // vectors are held in registers instead (less shared memory per CTA, more CTAs per SM).
+  bool smem = false;
+  int held = 0;
   std::string describe() const;
 };
 
 struct GroupNormOptions {
   float eps = 1e-5f;
   bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1; result stored in the disk cache
+  // A config to use instead of the heuristic's or autotuning's choice (benchmarks, pinning a
+  // deployment). Checked against the problem: one that cannot run it is an InvalidArgument.
+  std::optional<GroupNormConfig> config;
 };
 
 // y may alias x (in place). Pointers are device pointers in the runtime's context; weight/bias
@@ -73,5 +82,10 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
 Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c);
 // Throws InvalidArgument when p breaks a rule (C % G, sizes, limits).
 void validate(const GroupNormProblem& p);
+// Throws InvalidArgument when config c cannot compute p correctly on a device of compute
+// capability cc with (un)aligned pointers, naming the field and the rule it breaks.
+void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned);
+// Dynamic shared memory a launch of c for p needs, in bytes.
+int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c);
 
 }  // namespace kjit::ops

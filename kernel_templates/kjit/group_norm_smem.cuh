@@ -1,0 +1,156 @@
+// GroupNorm (+ SiLU) forward for NCHW groups staged in shared memory (sm_90).
+//
+// Each CTA owns a contiguous slice of a group (a cluster of kCluster CTAs per group). One thread
+// issues the slice as one bulk copy into shared memory; the threads then take the statistics from
+// that on-chip copy (exact two-pass per thread, Chan merge over the CTA and the cluster) and
+// write y straight from it: one read of x, one write of y. Threads hold no data in registers, so
+// an SM runs several CTAs and one CTA's stores overlap another's loads, which the register-held
+// kernel (group_norm.cuh) cannot do when its slice takes the whole register file.
+//
+// A double-buffered persistent variant (the next group's copy in flight while the current one is
+// stored) was measured on the H200 and lost everywhere (1x128x256x256 f32: 46 us against 36 us):
+// two buffers leave room for one CTA per SM, and several independent CTAs per SM overlap better.
+#pragma once
+
+#include "kjit/bulk_copy.cuh"
+#include "kjit/gn_stats.cuh"
+#include "kjit/pack.cuh"
+
+namespace kjit {
+
+// Dynamic shared memory layout, mirrored by the host (group_norm_smem_bytes).
+struct GnSmemLayout {
+  static constexpr int kBars = 0;      // 1 mbarrier
+  static constexpr int kRed = 64;      // 96 floats: CTA reduction scratch
+  static constexpr int kSlots = 448;   // 3 floats: this CTA's partials for the cluster
+  static constexpr int kAffine = 512;  // [2][Cg] floats: weight, bias
+  static constexpr int data(int cg, bool affine) {
+    return kAffine + (affine ? (cg * 8 + 127) / 128 * 128 : 0);
+  }
+};
+
+// x, y: [N, C, S]; w, b: [C] or null. grid.x = N * G * kCluster; x, y 16-byte aligned and
+// Cg * S a multiple of 16 / sizeof(T).
+//
+// kHeld > 0: the last kThreads * kHeld vectors of the slice are loaded by the threads into
+// registers instead, so the slice takes less shared memory and four CTAs fit on an SM (a 1 MB
+// fp32 group over a 16-CTA cluster is 64 KB per CTA: three fit in shared memory alone, which
+// leaves 32 such groups in two waves).
+template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld,
+          int kCluster, bool kHasW, bool kHasB, bool kSilu>
+__global__ void __launch_bounds__(kThreads, kHeld > 0 ? 65536 / (kThreads * 64) : 1)
+    gn_fwd_smem(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
+                const P* __restrict__ b, float eps, int G, long long num_groups) {
+  constexpr int kVec = 16 / sizeof(T);
+  constexpr long long kL = kCg * kS;
+  constexpr int kNvec = static_cast<int>(kL / kVec);
+  constexpr bool kAffine = kHasW || kHasB;
+  // Vectors per thread; loops over them unroll by 4 only: the data stays in shared memory, and a
+  // full unroll of 100+ iterations costs seconds of NVRTC time for nothing.
+  constexpr int kStaged = kShare - kThreads * kHeld;  // vectors in shared memory
+  constexpr int kPer = (kStaged + kThreads - 1) / kThreads;
+  static_assert(kStaged > 0, "the held part must leave some of the slice to stage");
+  static_assert(kL % kVec == 0, "a group must be a whole number of 16-byte vectors");
+  using V = Pack<T, kVec>;
+#if __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char smem[];
+  auto* bars = reinterpret_cast<unsigned long long*>(smem + GnSmemLayout::kBars);
+  float* red = reinterpret_cast<float*>(smem + GnSmemLayout::kRed);
+  float* slots = reinterpret_cast<float*>(smem + GnSmemLayout::kSlots);
+  float* aff = reinterpret_cast<float*>(smem + GnSmemLayout::kAffine);
+  V* data = reinterpret_cast<V*>(smem + GnSmemLayout::data(kCg, kAffine));
+
+  const int t = threadIdx.x;
+  const unsigned rank = kCluster > 1 ? cluster_rank() : 0u;
+  const long long group = blockIdx.x / kCluster;  // the grid is exact: num_groups clusters
+  (void)num_groups;
+  const long long n = group / G;
+  const int g = static_cast<int>(group - n * G);
+  const int first = static_cast<int>(rank) * kShare;
+  const int total = kNvec - first < kShare ? kNvec - first : kShare;  // may be <= 0
+  const int count = total < kStaged ? total : kStaged;                // staged vectors
+
+  // One thread copies the staged part (NCHW: a group is contiguous); an empty one copies nothing.
+  const T* __restrict__ xg = x + group * kL + static_cast<long long>(first) * kVec;
+  if (t == 0) {
+    mbar_init(&bars[0]);
+    mbar_init_fence();
+    if (count > 0) {
+      mbar_expect_tx(&bars[0], count * 16u);
+      bulk_load(data, xg, count * 16u, &bars[0]);
+    }
+  }
+  // The held part: vector kStaged + t + r * kThreads of the slice.
+  V held[kHeld > 0 ? kHeld : 1];
+#pragma unroll
+  for (int r = 0; r < kHeld; ++r) {
+    const int i = kStaged + t + r * kThreads;
+    if (i < total) held[r] = load_pack<T, kVec>(xg + static_cast<long long>(i) * kVec);
+  }
+  if constexpr (kAffine) {  // fetched while the slice lands
+    for (int c = t; c < kCg; c += kThreads) {
+      aff[c] = kHasW ? to_float(w[g * kCg + c]) : 1.f;
+      aff[kCg + c] = kHasB ? to_float(b[g * kCg + c]) : 0.f;
+    }
+  }
+  __syncthreads();  // the barrier is initialised before anyone waits on it
+  if (count > 0) mbar_wait(&bars[0], 0);
+
+  // fn(i, v) for each of this thread's vectors: staged ones (shared memory), then held ones.
+  auto visit = [&](auto&& fn) {
+#pragma unroll 4
+    for (int k = 0; k < kPer; ++k) {
+      const int i = t + k * kThreads;
+      if (i < count) fn(i, data[i]);
+    }
+#pragma unroll
+    for (int r = 0; r < kHeld; ++r) {
+      const int i = kStaged + t + r * kThreads;
+      if (i < total) fn(i, held[r]);
+    }
+  };
+  // Exact two-pass over this thread's vectors, then one merge over the cluster.
+  float s = 0.f;
+  int valid = 0;
+  visit([&](int, const V& v) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) s += to_float(v.v[j]);
+    valid += kVec;
+  });
+  const float tmean = valid ? __fdividef(s, static_cast<float>(valid)) : 0.f;
+  float m2 = 0.f;
+  visit([&](int, const V& v) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const float d = to_float(v.v[j]) - tmean;
+      m2 += d * d;
+    }
+  });
+  gn::Stat st{static_cast<float>(valid), tmean, m2};
+  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kThreads>(st, red), slots);
+  const float mean = st.mean;
+  const float rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
+  if constexpr (kCluster > 1) cluster_arrive();  // peers may still read slots until the end
+
+  T* __restrict__ yg = y + group * kL + static_cast<long long>(first) * kVec;
+  auto store = [&](int i, const V& v) {
+    const int e0 = (first + i) * kVec;
+    const int c0 = static_cast<int>(e0 / kS);
+    V out;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int c = kS % kVec == 0 ? c0 : static_cast<int>((e0 + j) / kS);
+      float z = to_float(v.v[j]) - mean;
+      z = kAffine ? fmaf(z, aff[c] * rstd, aff[kCg + c]) : z * rstd;
+      out.v[j] = from_float<T>(kSilu ? gn::silu<T>(z) : z);
+    }
+    store_pack<T, kVec>(yg + static_cast<long long>(i) * kVec, out);
+  };
+  visit(store);
+  if constexpr (kCluster > 1) cluster_wait();
+#else
+  __trap();  // the host only picks this kernel on sm_90 and newer
+#endif
+}
+
+}  // namespace kjit
