@@ -1,5 +1,4 @@
 // GroupNorm op: validation, plan lookup (hot path), launch.
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
