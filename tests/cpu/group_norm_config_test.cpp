@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "compile_probe.hpp"
 #include "kjit/kjit.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "test_util.hpp"
@@ -168,12 +169,7 @@ TEST_CASE("heuristic and candidates cover every element, over random problems") 
 }
 
 TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random specializations") {
-  kjit_test::TempDir dir;
-  kjit::cache::Options o;
-  o.dir = dir.path;
-  kjit::Compiler compiler(o);
-  int compiled = 0;
-  double total_ms = 0, max_ms = 0;
+  kjit_test::CompileProbe probe;
   for (int i = 0; i < 110; ++i) {
     GroupNormProblem p = random_problem();
     const bool aligned = kjit_test::uniform(0, 4) != 0;
@@ -186,13 +182,8 @@ TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random s
     const GroupNormConfig& c = cands[kjit_test::uniform(0, static_cast<int64_t>(cands.size()) - 1)];
     kjit::Spec s = kjit::ops::group_norm_spec(p, c);
     CAPTURE(s.instantiation());
-    kjit::CompiledKernel k = compiler.compile(s, i % 10 == 0 ? "sm_80" : "sm_90");
-    CHECK(k.binary.size() > 0);
-    ++compiled;
-    total_ms += k.compile_ms;
-    max_ms = std::max(max_ms, k.compile_ms);
+    CHECK(probe.compile(s, i % 10 == 0 ? "sm_80" : "sm_90").binary.size() > 0);
   }
-  MESSAGE(compiled << " GroupNorm specializations compiled, mean " << total_ms / compiled
-                   << " ms, max " << max_ms << " ms");
-  CHECK(compiled >= 100);
+  MESSAGE(probe.summary("GroupNorm specializations"));
+  CHECK(probe.count() >= 100);
 }

@@ -6,6 +6,7 @@
 #include <climits>
 #include <string>
 
+#include "compile_probe.hpp"
 #include "kjit/kjit.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "test_util.hpp"
@@ -220,13 +221,7 @@ TEST_CASE("heuristic and candidates obey the template's rules over random proble
 }
 
 TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random specializations") {
-  kjit_test::TempDir dir;
-  kjit::cache::Options o;
-  o.dir = dir.path;
-  kjit::Compiler compiler(o);
-  int compiled = 0;
-  double total_ms = 0, max_ms = 0;
-  std::vector<std::string> seen;
+  kjit_test::CompileProbe probe;
   // Every regime at least once, then random problems and random candidates.
   std::vector<std::pair<LinearGnMinProblem, bool>> problems = {
       {problem(1024, 8192, 8192, 512), true},
@@ -249,16 +244,12 @@ TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random spec
                                        0, static_cast<int64_t>(cands.size()) - 1))];
     const kjit::Spec s = kjit::ops::gn_min_spec(p, c);
     CAPTURE(s.instantiation());
-    kjit::CompiledKernel k = compiler.compile(s, i % 8 == 7 ? "sm_80" : "sm_90");
+    const kjit::CompiledKernel k = probe.compile(s, i % 8 == 7 ? "sm_80" : "sm_90");
     CHECK(k.binary.size() > 0);
     CHECK(k.lowered_name.rfind("_Z", 0) == 0);
-    ++compiled;
-    total_ms += k.compile_ms;
-    max_ms = std::max(max_ms, k.compile_ms);
   }
-  MESSAGE(compiled << " gn_min specializations compiled, mean " << total_ms / compiled
-                   << " ms, max " << max_ms << " ms");
-  CHECK(compiled >= 30);
+  MESSAGE(probe.summary("gn_min specializations"));
+  CHECK(probe.count() >= 30);
   // The instantiation names the specialization in the order the template takes it.
   CHECK(kjit::ops::gn_min_spec(problem(1024, 8192, 8192, 512),
                                kjit::ops::gn_min_heuristic(problem(1024, 8192, 8192, 512), 90))
