@@ -23,6 +23,7 @@ struct Settings {
   bool autotune = false;
   bool check = true;
   int64_t rotate_bytes = int64_t{160} << 20;  // > 2x the 60 MB L2 of an H200
+  std::string sweep_filter;  // --sweep: only configs whose description contains this
 };
 
 std::vector<Case> default_cases();

@@ -106,6 +106,7 @@ std::vector<nlohmann::json> sweep_group_norm(kjit::Runtime& rt, CUstream stream,
   GnCase gc(rt, stream, c, s);
   std::vector<nlohmann::json> rows;
   for (const auto& cfg : kjit::ops::group_norm_candidates(gc.problem(), rt.props().cc())) {
+    if (cfg.describe().find(s.sweep_filter) == std::string::npos) continue;
     try {
       rows.push_back(gc.run(cfg, false));
     } catch (const kjit::Error& e) {

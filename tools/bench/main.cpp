@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   bool sweep = false;
   app.add_flag("--sweep", sweep,
                "GroupNorm: check and time every autotune candidate of each case (device time)");
+  app.add_option("--sweep-filter", s.sweep_filter,
+                 "--sweep: only the configs whose description contains this text (e.g. 'smem')");
   app.add_flag(
       "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
   app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
