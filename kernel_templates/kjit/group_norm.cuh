@@ -10,6 +10,7 @@
 
 #include "kjit/gn_stats.cuh"
 #include "kjit/pack.cuh"
+#include "kjit/pdl.cuh"
 
 namespace kjit {
 
@@ -30,6 +31,7 @@ __global__ void __launch_bounds__(kThreads)
   static_assert(kCluster == 1 || kTpg == kThreads, "a cluster team is whole CTAs");
   static_assert(!kStream || kTpg == kThreads, "streaming is for whole-CTA teams");
 
+  pdl_wait();  // x, w, b and y may belong to the kernel before (programmatic launch)
   extern __shared__ float smem[];
   float* red = smem;         // 32 floats: block reduction scratch
   float* slots = smem + 32;  // 2 floats: this CTA's partials for the cluster exchange

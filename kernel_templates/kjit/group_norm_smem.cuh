@@ -15,6 +15,7 @@
 #include "kjit/bulk_copy.cuh"
 #include "kjit/gn_stats.cuh"
 #include "kjit/pack.cuh"
+#include "kjit/pdl.cuh"
 
 namespace kjit {
 
@@ -70,6 +71,7 @@ __global__ void __launch_bounds__(kThreads, kHeld > 0 ? 65536 / (kThreads * 64) 
   const int total = kNvec - first < kShare ? kNvec - first : kShare;  // may be <= 0
   const int count = total < kStaged ? total : kStaged;                // staged vectors
 
+  pdl_wait();  // x, w, b and y may belong to the kernel before (programmatic launch)
   // One thread copies the staged part (NCHW: a group is contiguous); an empty one copies nothing.
   const T* __restrict__ xg = x + group * kL + static_cast<long long>(first) * kVec;
   if (t == 0) {

@@ -43,7 +43,7 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
   if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
   const detail::Driver& d = detail::driver();
   raise_limits(*k_, c, d);
-  CUlaunchAttribute attr[1];
+  CUlaunchAttribute attr[2];
   CUlaunchConfig cfg{};
   cfg.gridDimX = c.grid.x;
   cfg.gridDimY = c.grid.y;
@@ -58,9 +58,14 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
     attr[0].value.clusterDim.x = c.cluster.x;
     attr[0].value.clusterDim.y = c.cluster.y;
     attr[0].value.clusterDim.z = c.cluster.z;
-    cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
+  if (c.programmatic) {
+    attr[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr[cfg.numAttrs].value.programmaticStreamSerializationAllowed = 1;
+    ++cfg.numAttrs;
+  }
+  if (cfg.numAttrs > 0) cfg.attrs = attr;
   detail::ContextGuard guard(k_->ctx);
   CUresult r = d.cuLaunchKernelEx_fn(&cfg, k_->fn, params, nullptr);
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);

@@ -187,6 +187,50 @@ TEST_CASE("group_norm: named edge shapes in every regime") {
   for (const Case& c : cases) check_result(c, run_case(c, stream, kjit_test::seed()));
 }
 
+// On sm_90 kjit launches with programmatic dependent launch: a call may be scheduled while the
+// one before still runs, and must wait before it reads that call's output. Six dependent calls
+// ping-pong between two buffers; a call that read too early would see the older contents.
+TEST_CASE("group_norm: back-to-back dependent calls on one stream see each other's outputs") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  for (const auto& shape :
+       {std::vector<int64_t>{8, 256, 24, 24}, std::vector<int64_t>{2, 320, 64, 64},
+        std::vector<int64_t>{4, 32, 7, 7}, std::vector<int64_t>{1, 128, 256, 256}}) {
+    const GroupNormProblem p =
+        GroupNormProblem::from_shape(shape, shape[1] == 32 ? 8 : 32, DType::F32);
+    CAPTURE(p.describe());
+    const size_t n = static_cast<size_t>(p.N * p.C * p.S);
+    std::vector<float> x = kjit::host::random_normal(DType::F32, n, 1.f, 2.f, kjit_test::seed());
+    const auto w = kjit::host::random_normal(DType::F32, static_cast<size_t>(p.C), 1.f, 0.5f, 7);
+    const auto b = kjit::host::random_normal(DType::F32, static_cast<size_t>(p.C), 0.f, 0.5f, 8);
+    kjit::DeviceBuffer bufs[2] = {
+        kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, x)),
+        kjit::DeviceBuffer(rt, n * 4)};
+    bufs[1].fill_bytes(0xFF);
+    const auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, w));
+    const auto db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, b));
+    kjit::synchronize(rt);
+    constexpr int kCalls = 6;
+    for (int i = 0; i < kCalls; ++i)
+      kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(bufs[i % 2].ptr()),
+                            reinterpret_cast<void*>(bufs[(i + 1) % 2].ptr()),
+                            reinterpret_cast<void*>(dw.ptr()), reinterpret_cast<void*>(db.ptr()),
+                            {}, stream);
+    stream.synchronize();
+    // The reference chain, rounded to fp32 between calls as the device stores it.
+    std::vector<double> ref;
+    for (int i = 0; i < kCalls; ++i) {
+      ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
+      for (size_t k = 0; k < n; ++k) x[k] = static_cast<float>(ref[k]);
+    }
+    const auto got =
+        kjit::host::from_bytes(DType::F32, bufs[kCalls % 2].to_host<unsigned char>(n * 4));
+    const auto err = kjit::host::compare(got, ref, 1e-4, 1e-4);
+    CHECK(err.nonfinite == 0);
+    CHECK(err.rel_l2 <= 1e-5);
+  }
+}
+
 TEST_CASE("group_norm: 300 random fp32 shapes") {
   run_random(DType::F32, 300);
 }

@@ -16,6 +16,10 @@ struct LaunchConfig {
   Dim3 grid, block;
   unsigned shared_bytes = 0;  // dynamic shared memory; above 48 KB the attribute is raised for you
   Dim3 cluster;               // thread-block cluster (sm_90+); {1,1,1} = none
+  // Programmatic dependent launch (sm_90+): the kernel may begin while the stream's previous
+  // kernel finishes. Only for kernels that execute griddepcontrol.wait (kjit/pdl.cuh) before
+  // touching memory earlier work uses.
+  bool programmatic = false;
 };
 
 namespace detail {
