@@ -100,8 +100,9 @@ bool linear_gn_min_seed(kjit::Runtime& rt, CUstream stream, int calls) {
   const LinearGnMinOptions opt;  // eps 1e-5
   std::printf("Linear->GroupNorm->min->bias   x [1024, 8192], Linear(8192, 8192), G=512, fp32\n");
   const LinearGnMinInfo info = prepare_linear_gn_min(rt, p, opt);
-  std::printf("  kernel: %s\n  GEMM: %s (%s)\n", info.kernel.c_str(), info.gemm_algo.c_str(),
-              info.gemm_source.c_str());
+  std::printf("  kernel: %s\n  GEMM: %s (%s, bias %s)\n", info.kernel.c_str(),
+              info.gemm_algo.c_str(), info.gemm_source.c_str(),
+              info.gemm_bias_epilogue ? "by the cuBLASLt epilogue" : "added by the kernel");
 
   const float bound = 1.f / std::sqrt(static_cast<float>(p.K));
   const auto x = normal(static_cast<size_t>(p.M * p.K), 0.f, 1.f, 1);

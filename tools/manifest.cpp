@@ -93,16 +93,15 @@ DType dtype_field(Fields& f, const std::string& name, const std::string& fallbac
 // The specializations of an op's configs for the pointer alignments asked for (aligned first, the
 // heuristic's pick first within each), without duplicates. configs(aligned) gives the heuristic's
 // config, or every autotune candidate; to_spec turns one into the Spec the runtime compiles.
-template <class Configs, class ToSpec>
-std::vector<Spec> distinct_specs(const OpContext& ctx, Configs configs, ToSpec to_spec) {
+template <class Configs, class ToSpecs>
+std::vector<Spec> distinct_specs(const OpContext& ctx, Configs configs, ToSpecs to_specs) {
   std::vector<Spec> out;
   std::set<std::string> seen;
   for (const bool aligned : {true, false}) {
     if (!(aligned ? ctx.aligned : ctx.unaligned)) continue;
-    for (const auto& c : configs(aligned)) {
-      Spec s = to_spec(c);
-      if (seen.insert(s.instantiation()).second) out.push_back(std::move(s));
-    }
+    for (const auto& c : configs(aligned))
+      for (Spec& s : to_specs(c))
+        if (seen.insert(s.instantiation()).second) out.push_back(std::move(s));
   }
   return out;
 }
@@ -165,7 +164,7 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
                    ? group_norm_candidates(p, ctx.cc, aligned)
                    : std::vector<GroupNormConfig>{group_norm_heuristic(p, ctx.cc, aligned)};
       },
-      [&](const GroupNormConfig& c) { return group_norm_spec(p, c); });
+      [&](const GroupNormConfig& c) { return std::vector<Spec>{group_norm_spec(p, c)}; });
   return out;
 }
 
@@ -173,10 +172,10 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
 // Fields: M, K, N, groups (required), dtype (f32; bf16 means x and weight are given as bf16, i.e.
 // precision bf16-inputs), precision (fp32, or tf32 / bf16-inputs). The cuBLASLt GEMM needs no
 // NVRTC compile; only the fused GroupNorm/min/bias kernel does, exactly what
-// ops::linear_gn_min compiles: gn_min_spec of the heuristic's config (or of every autotune
-// candidate) for the target's compute capability and SM count (ctx.sm_count). `aligned` here is
-// the output pointer's 16-byte alignment (the kernel's vector stores); x, weight and the biases
-// only change the GEMM's algorithm.
+// ops::linear_gn_min compiles: gn_min_specs of the heuristic's config (or of every autotune
+// candidate, with and without linear_bias) for the target's compute capability and SM count
+// (ctx.sm_count). `aligned` here is the output pointer's 16-byte alignment (the kernel's vector
+// stores); x, weight and the biases only change the GEMM's algorithm.
 OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   using namespace kjit::ops;
   Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups"});
@@ -223,11 +222,18 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   out.specs = distinct_specs(
       ctx,
       [&](bool out_aligned) {
-        return ctx.all_candidates ? gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned)
-                                  : std::vector<GnMinConfig>{
-                                        gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned)};
+        if (!ctx.all_candidates)
+          return std::vector<GnMinConfig>{gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned)};
+        // Autotuning also times the GEMM without the bias epilogue: the kernels that add it.
+        std::vector<GnMinConfig> all = gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned);
+        const size_t n = all.size();
+        for (size_t i = 0; i < n; ++i) {
+          all.push_back(all[i]);
+          all.back().linear_bias = true;
+        }
+        return all;
       },
-      [&](const GnMinConfig& c) { return gn_min_spec(p, c); });
+      [&](const GnMinConfig& c) { return gn_min_specs(p, c); });
   return out;
 }
 

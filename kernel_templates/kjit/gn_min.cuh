@@ -14,9 +14,20 @@
 // next one is already being loaded into registers. Finally the CTA writes, for each channel c, the
 // run out[c * M + m0 .. m0 + kRows): 16-byte stores when kOutVec (M % 4 == 0, out 16-byte aligned).
 //
-// The file includes nothing (no toolkit header, so NVRTC stays fast), and it also compiles as host
-// C++ for kjit's CPU emulation test.
+// kSplit: the CTA writes only its rows' minima, to out[m] (out is then an [M] buffer), and
+// gn_min_broadcast writes the [kN, M] result. A CTA owns few rows, so its runs of kRows floats
+// per channel are short; the separate broadcast writes whole rows of out instead. On the H200,
+// seed problem: 42 us for both kernels against 66 us fused.
+//
+// kLinBias: y came from a GEMM without cuBLASLt's bias epilogue, and the kernel adds the Linear's
+// bias lb[c] to every value as it reads it (in fp32, as the epilogue would). Some shapes get a
+// faster cuBLASLt kernel without the epilogue, and the add costs nothing here.
+//
+// The file includes no toolkit header (so NVRTC stays fast), and it also compiles as host C++ for
+// kjit's CPU emulation test.
 #pragma once
+
+#include "kjit/pdl.cuh"
 
 // The host emulation test defines it empty (GCC warns about #pragma unroll).
 #ifndef KJIT_GN_MIN_UNROLL
@@ -119,16 +130,18 @@ struct Traits {
 // than a warp read them at a stride of kCg (from global memory that would touch a cache line per
 // lane and instruction).
 template <int kN, int kG, int kThreads, int kSlice, int kSub, int kSeq, int kVec, bool kPad,
-          bool kSmem, bool kAffineSmem, bool kOutVec>
+          bool kSmem, bool kAffineSmem, bool kOutVec, bool kLinBias, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
-    gn_min_fwd(const float* __restrict__ y, const float* __restrict__ gamma,
-               const float* __restrict__ beta, const float* __restrict__ bias, float eps,
-               float* __restrict__ out, long long M) {
-  using T =
-      gnmin::Traits<kN, kG, kThreads, kSlice, kSub, kSeq, kVec, kPad, kSmem, kAffineSmem, kOutVec>;
+    gn_min_fwd(const float* __restrict__ y, const float* __restrict__ lb,
+               const float* __restrict__ gamma, const float* __restrict__ beta,
+               const float* __restrict__ bias, float eps, float* __restrict__ out, long long M) {
+  // kOutVec means the broadcast kernel's stores when kSplit.
+  using T = gnmin::Traits<kN, kG, kThreads, kSlice, kSub, kSeq, kVec, kPad, kSmem, kAffineSmem,
+                          kOutVec && !kSplit>;
   using gnmin::F4;
   using gnmin::nan_min;
 
+  pdl_wait();  // y is the GEMM's output (programmatic launch)
   extern __shared__ F4 gn_min_smem[];
   float* red = reinterpret_cast<float*>(gn_min_smem);   // 32: block sums
   float* wmin = red + 32;                               // 32: per-warp minima
@@ -174,6 +187,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < T::kLd; ++i) {
       const int e = (i * kThreads + tid) * kVec;
       if (e < T::kBlockElems) {
+        if constexpr (kLinBias) {
+          KJIT_GN_MIN_UNROLL
+          for (int j = 0; j < kVec; ++j) r[i][j] += __ldg(lb + (e + j) % kN);
+        }
         if constexpr (kVec == 4 && !kPad) {
           *reinterpret_cast<F4*>(buf + e) = F4{r[i][0], r[i][1], r[i][2], r[i][3]};
         } else {
@@ -211,6 +228,8 @@ __global__ void __launch_bounds__(kThreads)
       auto val = [&](int c) -> float {
         if constexpr (kSmem) {
           return buf[T::sidx(slice * kN + c0 + c)];
+        } else if constexpr (kLinBias) {
+          return grow[c0 + c] + __ldg(lb + c0 + c);
         } else {
           return grow[c0 + c];
         }
@@ -301,7 +320,9 @@ __global__ void __launch_bounds__(kThreads)
 
   // out[c * M + m] = mins[m - tile0] + bias[c] for the CTA's rows: a run of kRows per channel.
   const int rows_here = M - tile0 < T::kRows ? static_cast<int>(M - tile0) : T::kRows;
-  if constexpr (kOutVec) {
+  if constexpr (kSplit) {
+    for (int q = tid; q < rows_here; q += kThreads) out[tile0 + q] = mins[q];
+  } else if constexpr (kOutVec) {
     constexpr int kQ = T::kRows / 4;
     for (int i = tid; i < kN * kQ; i += kThreads) {
       const int c = i / kQ, q = i % kQ;
@@ -315,6 +336,31 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = tid; i < kN * T::kRows; i += kThreads) {
       const int c = i / T::kRows, q = i % T::kRows;
       if (q < rows_here) out[static_cast<long long>(c) * M + tile0 + q] = mins[q] + __ldg(bias + c);
+    }
+  }
+}
+
+// out[c * M + m] = row_min[m] + bias[c] for the kSplit path. A thread owns kVec consecutive rows
+// (kVec = 4: M % 4 == 0 and out 16-byte aligned) and walks the channels blockIdx.y, + gridDim.y,
+// ...: every warp store is a contiguous 512 bytes.
+template <int kThreads, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    gn_min_broadcast(const float* __restrict__ row_min, const float* __restrict__ bias,
+                     float* __restrict__ out, long long M, int N) {
+  static_assert(kVec == 1 || kVec == 4, "scalar or 16-byte stores");
+  pdl_wait();  // the row minima come from the kernel before
+  const long long m = (static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x) * kVec;
+  if (m >= M) return;
+  float v[kVec];
+  KJIT_GN_MIN_UNROLL
+  for (int j = 0; j < kVec; ++j) v[j] = row_min[m + j];
+  for (int c = static_cast<int>(blockIdx.y); c < N; c += static_cast<int>(gridDim.y)) {
+    const float b = __ldg(bias + c);
+    float* o = out + static_cast<long long>(c) * M + m;
+    if constexpr (kVec == 4) {
+      *reinterpret_cast<gnmin::F4*>(o) = gnmin::F4{v[0] + b, v[1] + b, v[2] + b, v[3] + b};
+    } else {
+      o[0] = v[0] + b;
     }
   }
 }

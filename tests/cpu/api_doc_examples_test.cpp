@@ -161,10 +161,10 @@ TEST_CASE("API.md: Linear-GroupNorm-min problems") {
   p.precision = Precision::Tf32;  // opt-in; the default is Precision::Fp32 (strict)
   validate(p);  // throws InvalidArgument: M, K, N, G >= 1, N % G == 0, N <= 2^24, ...
   const std::vector<int64_t> shape = p.output_shape();  // {1, 8192, 1024, 1}, as in PyTorch
-  const size_t ws = linear_gn_min_workspace_size(p);    // Y [M, N] fp32 + 32 MiB for cuBLASLt
+  const size_t ws = linear_gn_min_workspace_size(p);    // Y [M, N], minima [M], cuBLASLt's 32 MiB
   // [/linear_gn_min_problem]
   CHECK(shape == std::vector<int64_t>{1, 8192, 1024, 1});
-  CHECK(ws == size_t{1024} * 8192 * 4 + kLinearGnMinGemmWorkspace);
+  CHECK(ws == size_t{1024} * 8192 * 4 + 1024 * 4 + kLinearGnMinGemmWorkspace);
   CHECK(std::string(precision_name(p.precision)) == "tf32");
   LinearGnMinProblem bad = p;
   bad.G = 500;

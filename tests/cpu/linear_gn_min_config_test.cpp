@@ -111,11 +111,12 @@ TEST_CASE("linear_gn_min names, output shape and workspace size") {
   const LinearGnMinProblem seed = problem(1024, 8192, 8192, 512);
   CHECK(seed.output_shape() == std::vector<int64_t>{1, 8192, 1024, 1});
   CHECK(seed.describe() == "M=1024 K=8192 N=8192 G=512 fp32");
+  // Y, then the row minima, then cuBLASLt's part.
   CHECK(kjit::ops::linear_gn_min_workspace_size(seed) ==
-        size_t{1024} * 8192 * 4 + kjit::ops::kLinearGnMinGemmWorkspace);
-  // Y's part is rounded up to 256 bytes, so the cuBLASLt part stays 256-byte aligned.
+        size_t{1024} * 8192 * 4 + 1024 * 4 + kjit::ops::kLinearGnMinGemmWorkspace);
+  // Y's and the minima's parts are rounded up to 256 bytes, so the next part stays aligned.
   CHECK(kjit::ops::linear_gn_min_workspace_size(problem(3, 5, 7, 7)) ==
-        256 + kjit::ops::kLinearGnMinGemmWorkspace);
+        256 + 256 + kjit::ops::kLinearGnMinGemmWorkspace);
   CHECK_KJIT_ERROR(kjit::ops::linear_gn_min_workspace_size(problem(3, 5, 7, 2)),
                    kjit::Errc::InvalidArgument);
 }
@@ -161,13 +162,16 @@ TEST_CASE("the heuristic picks the intended regime") {
   auto h = [](int64_t M, int64_t N, int64_t G, bool aligned = true) {
     return kjit::ops::gn_min_heuristic(problem(M, 64, N, G), 90, 132, aligned);
   };
-  // The seed problem: a thread per 16-channel group, 512 threads per row, 4 rows per CTA
-  // (256 CTAs on 132 SMs), 16-byte loads and stores.
+  // The seed problem: a thread per 16-channel group, 512 threads per row, 2 rows per CTA
+  // (512 CTAs on 132 SMs), 16-byte loads and stores, the 32 MB output written by the broadcast
+  // kernel.
   const GnMinConfig seed = h(1024, 8192, 512);
   CHECK(seed.threads == 512);
   CHECK(seed.slice == 512);
   CHECK(seed.sub == 1);
-  CHECK(seed.rows() == 4);
+  CHECK(seed.rows() == 2);
+  CHECK(seed.split);
+  CHECK_FALSE(seed.linear_bias);  // the plan decides (cuBLASLt's epilogue by default)
   CHECK(seed.vec == 4);
   CHECK(seed.pad);
   CHECK(seed.smem);
@@ -175,7 +179,14 @@ TEST_CASE("the heuristic picks the intended regime") {
   CHECK(seed.out_vec);
   CHECK_FALSE(h(1024, 8192, 512, false).out_vec);  // out not 16-byte aligned
   CHECK_FALSE(h(1023, 8192, 512).out_vec);         // M % 4 != 0
-  // Big batches: more rows per CTA (whole 32-byte output runs), capped.
+  // Long rows split from >= 8 rows on; short rows (and tiny batches) stay in one kernel, with
+  // runs of >= 8 rows (whole 32-byte output sectors) while a wave of CTAs remains.
+  CHECK(h(16, 8192, 512).split);
+  CHECK(h(128, 4096, 256).split);
+  CHECK_FALSE(h(4, 8192, 512).split);
+  CHECK(h(2048, 256, 32).rows() >= 8);
+  CHECK_FALSE(h(2048, 256, 32).split);
+  // Big batches: more rows per CTA, capped.
   CHECK(h(65536, 8192, 512).rows() >= 8);
   CHECK(h(1 << 20, 8192, 512).rows() <= 64);
   // Few large groups: the whole CTA owns each group.
@@ -242,11 +253,14 @@ TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random spec
     const GnMinConfig& c = i < 9 ? cands.front()
                                  : cands[static_cast<size_t>(kjit_test::uniform(
                                        0, static_cast<int64_t>(cands.size()) - 1))];
-    const kjit::Spec s = kjit::ops::gn_min_spec(p, c);
-    CAPTURE(s.instantiation());
-    const kjit::CompiledKernel k = probe.compile(s, i % 8 == 7 ? "sm_80" : "sm_90");
-    CHECK(k.binary.size() > 0);
-    CHECK(k.lowered_name.rfind("_Z", 0) == 0);
+    GnMinConfig cl = c;
+    cl.linear_bias = i % 3 == 1;  // the plan's choice when the GEMM runs without the epilogue
+    for (const kjit::Spec& s : kjit::ops::gn_min_specs(p, cl)) {  // + the broadcast when split
+      CAPTURE(s.instantiation());
+      const kjit::CompiledKernel k = probe.compile(s, i % 8 == 7 ? "sm_80" : "sm_90");
+      CHECK(k.binary.size() > 0);
+      CHECK(k.lowered_name.rfind("_Z", 0) == 0);
+    }
   }
   MESSAGE(probe.summary("gn_min specializations"));
   CHECK(probe.count() >= 30);
@@ -254,5 +268,5 @@ TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random spec
   CHECK(kjit::ops::gn_min_spec(problem(1024, 8192, 8192, 512),
                                kjit::ops::gn_min_heuristic(problem(1024, 8192, 8192, 512), 90))
             .instantiation() ==
-        "kjit::gn_min_fwd<8192, 512, 512, 512, 1, 4, 4, true, true, true, true>");
+        "kjit::gn_min_fwd<8192, 512, 512, 512, 1, 2, 4, true, true, true, true, false, true>");
 }

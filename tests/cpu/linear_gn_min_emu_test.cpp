@@ -80,7 +80,7 @@ Block* block = nullptr;  // the CTA being run (CTAs run one after another)
 
 }  // namespace emu
 
-thread_local emu::Dim threadIdx, blockIdx;
+thread_local emu::Dim threadIdx, blockIdx, gridDim;
 
 inline void __syncthreads() {
   emu::block->block_bar.wait("__syncthreads");
@@ -184,7 +184,7 @@ Reference reference(int64_t M, int N, int G, const float* y, const std::vector<f
 }
 
 template <int kN, int kG, int kThreads, int kSlice, int kSub, int kSeq, int kVec, bool kPad,
-          bool kSmem, bool kAffine, bool kOutVec>
+          bool kSmem, bool kAffine, bool kOutVec, bool kLinBias = false, bool kSplit = false>
 struct Case {
   static GnMinConfig config() {
     GnMinConfig c;
@@ -197,6 +197,8 @@ struct Case {
     c.smem = kSmem;
     c.affine_smem = kAffine;
     c.out_vec = kOutVec;
+    c.linear_bias = kLinBias;
+    c.split = kSplit;
     return c;
   }
 
@@ -205,7 +207,8 @@ struct Case {
            std::to_string(kThreads) + ", " + std::to_string(kSlice) + ", " + std::to_string(kSub) +
            ", " + std::to_string(kSeq) + ", " + std::to_string(kVec) + ", " +
            (kPad ? "true" : "false") + ", " + (kSmem ? "true" : "false") + ", " +
-           (kAffine ? "true" : "false") + ", " + (kOutVec ? "true" : "false") + ">";
+           (kAffine ? "true" : "false") + ", " + (kOutVec ? "true" : "false") + ", " +
+           (kLinBias ? "true" : "false") + ", " + (kSplit ? "true" : "false") + ">";
   }
 
   // M rows; nan_row >= 0 puts a NaN into that row (torch.min propagates it); out_offset shifts
@@ -233,11 +236,12 @@ struct Case {
     float* y = reinterpret_cast<float*>(ystore.data());
     for (int64_t i = 0; i < M * kN; ++i) y[i] = 3.f + 2.f * d(gen);
     if (nan_row >= 0 && nan_row < M) y[nan_row * kN + kN / 2] = NAN;
-    std::vector<float> ga(kN), be(kN), bias(kN);
+    std::vector<float> ga(kN), be(kN), bias(kN), lb(kN, 0.f);
     for (int i = 0; i < kN; ++i) {
       ga[i] = 0.8f + 0.5f * d(gen);
       be[i] = 0.1f + 0.5f * d(gen);
       bias[i] = d(gen);
+      if (kLinBias) lb[i] = 4.f * d(gen);
     }
     const float eps = 1e-5f;
     const size_t n_out = static_cast<size_t>(M) * kN;
@@ -246,6 +250,11 @@ struct Case {
     std::memset(obase, 0xFF, ostore.size() * 16);  // NaN: unwritten outputs fail
     float* out = obase + (out_offset ? 1 : 0);
     for (size_t i = n_out; i < n_out + 16; ++i) std::memcpy(out + i, &kCanary, 4);
+    // kSplit: the row minima (NaN-poisoned, canaries after), then the broadcast kernel.
+    std::vector<float> mins(static_cast<size_t>(M) + 16);
+    std::fill(mins.begin(), mins.end(), NAN);
+    for (size_t i = static_cast<size_t>(M); i < mins.size(); ++i)
+      std::memcpy(&mins[i], &kCanary, 4);
 
     const int64_t rows = c.rows();
     const int64_t grid = (M + rows - 1) / rows;
@@ -266,8 +275,9 @@ struct Case {
           threadIdx.x = static_cast<unsigned>(t);
           blockIdx.x = static_cast<unsigned>(b);
           kjit::gn_min_fwd<kN, kG, kThreads, kSlice, kSub, kSeq, kVec, kPad, kSmem, kAffine,
-                           kOutVec>(y, ga.data(), be.data(), bias.data(), eps, out,
-                                    static_cast<long long>(M));
+                           kOutVec, kLinBias, kSplit>(
+              y, kLinBias ? lb.data() : nullptr, ga.data(), be.data(), bias.data(), eps,
+              kSplit ? mins.data() : out, static_cast<long long>(M));
         });
       for (auto& th : threads) th.join();
       for (size_t i = smem; i < smem + 64; i += 4) {
@@ -278,9 +288,17 @@ struct Case {
     }
     emu::block = nullptr;
     CHECK_MESSAGE(!emu::failed, emu::failure);
+    if constexpr (kSplit) {
+      for (size_t i = static_cast<size_t>(M); i < mins.size(); ++i) CHECK(bits(mins[i]) == kCanary);
+      broadcast(mins.data(), bias.data(), out, M);
+    }
     for (size_t i = n_out; i < n_out + 16; ++i) CHECK(bits(out[i]) == kCanary);  // no overrun
 
-    const Reference ref = reference(M, kN, kG, y, ga, be, bias, eps);
+    // The kernel adds lb in fp32, as cuBLASLt's bias epilogue does: the reference sees the same Y.
+    std::vector<float> yb(y, y + M * kN);
+    for (int64_t i = 0; i < M * kN; ++i)
+      yb[static_cast<size_t>(i)] += lb[static_cast<size_t>(i % kN)];
+    const Reference ref = reference(M, kN, kG, yb.data(), ga, be, bias, eps);
     int64_t bad = 0, first_bad = -1;
     for (size_t i = 0; i < n_out; ++i) {
       const double r = ref.out[i];
@@ -299,6 +317,23 @@ struct Case {
                                        << ref.out[static_cast<size_t>(first_bad)]);
     }
     CHECK(bad == 0);
+  }
+
+  // gn_min_broadcast over the grid the runtime launches, but with 3 channel strides (gridDim.y) so
+  // that every thread walks several channels.
+  static void broadcast(const float* mins, const float* bias, float* out, int64_t M) {
+    constexpr int kBVec = kOutVec ? 4 : 1;
+    constexpr int kT = kjit::ops::kGnMinBroadcastThreads;
+    gridDim.x = static_cast<unsigned>((M + kT * kBVec - 1) / (kT * kBVec));
+    gridDim.y = static_cast<unsigned>(std::min(kN, 3));
+    for (unsigned bx = 0; bx < gridDim.x; ++bx)
+      for (unsigned by = 0; by < gridDim.y; ++by)
+        for (unsigned t = 0; t < static_cast<unsigned>(kT); ++t) {
+          blockIdx.x = bx;
+          blockIdx.y = by;
+          threadIdx.x = t;
+          kjit::gn_min_broadcast<kT, kBVec>(mins, bias, out, static_cast<long long>(M), kN);
+        }
   }
 
   // A few batch sizes around the rows per CTA (tails), and a NaN row.
@@ -332,6 +367,18 @@ TEST_CASE("emulated gn_min: whole-CTA groups too long to hold in registers") {
 TEST_CASE("emulated gn_min: rows read from global memory, idle sub-teams") {
   Case<300, 3, 128, 128, 32, 2, 1, false, false, false, false>::run_all();
 }
+TEST_CASE("emulated gn_min: the Linear's bias added by the kernel, staged and global rows") {
+  Case<96, 4, 64, 32, 8, 3, 4, true, true, false, false, true>::run_all();
+  Case<256, 16, 128, 16, 1, 2, 4, false, true, true, true, true>::run_all();
+  Case<300, 3, 128, 128, 32, 2, 1, false, false, false, false, true>::run_all();
+  Case<6, 3, 32, 2, 1, 2, 4, true, true, true, true, true>::run_all();
+}
+TEST_CASE("emulated gn_min: split into row minima and the broadcast kernel") {
+  Case<256, 16, 128, 16, 1, 2, 4, true, true, true, true, false, true>::run_all();
+  Case<96, 4, 64, 32, 8, 3, 4, true, true, false, false, true, true>::run_all();
+  Case<300, 3, 128, 128, 32, 2, 1, false, false, false, false, false, true>::run_all();
+  Case<45, 9, 32, 4, 1, 1, 1, true, true, true, true, false, true>::run_all();
+}
 TEST_CASE("emulated gn_min: scalar loads, 5-channel groups over 3 iterations") {
   Case<45, 9, 32, 4, 1, 1, 1, true, true, true, false>::run_all();
 }
@@ -357,7 +404,7 @@ TEST_CASE("emulated gn_min: gamma/beta staged without padding (warp sub-teams)")
   Case<128, 4, 64, 64, 32, 4, 4, false, true, true, true>::run_all();
 }
 TEST_CASE("emulated gn_min: the seed problem's heuristic shape on a short batch") {
-  using C = Case<8192, 512, 512, 512, 1, 4, 4, true, true, true, true>;
+  using C = Case<8192, 512, 512, 512, 1, 2, 4, true, true, true, true, false, true>;
   LinearGnMinProblem p;
   p.M = 1024;
   p.K = 8192;

@@ -266,7 +266,8 @@ LinearGnMinProblem problem_of(const Data& d, Precision pr) {
 // One call with out poisoned (0xFF: NaN) and, when `with_ws`, a caller workspace whose Y rows
 // of `rows` are read back.
 Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>& rows, bool with_ws,
-           kjit::Stream& stream, bool autotune = false) {
+           kjit::Stream& stream, bool autotune = false,
+           kjit::ops::LinearBiasAdd bias_add = kjit::ops::LinearBiasAdd::Auto) {
   auto& rt = runtime();
   const LinearGnMinProblem p = problem_of(d, pr);
   dev.out.fill_bytes(0xFF);
@@ -281,6 +282,7 @@ Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>&
   LinearGnMinOptions opt;
   opt.eps = d.eps;
   opt.autotune = autotune;
+  opt.bias_add = bias_add;
   kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
                            dev.outp(), opt, stream, w);
   stream.synchronize();
@@ -293,12 +295,19 @@ Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>&
   }
   r.out.resize(static_cast<size_t>(d.M * d.N));
   std::memcpy(r.out.data(), all.data() + dev.off.out, dev.out_bytes);
-  if (with_ws)
-    for (int64_t m : rows) {
-      std::vector<float> row(static_cast<size_t>(d.N));
-      ws.download(row.data(), row.size() * 4, static_cast<size_t>(m * d.N) * 4);
-      r.y.push_back(std::move(row));
-    }
+  if (!with_ws) return r;
+  // Y in the workspace has the Linear's bias only when the epilogue added it; the check of the
+  // GEMM compares x W^T + lb, so add it here otherwise (what the kernel does as it reads Y).
+  const bool epilogue = bias_add == kjit::ops::LinearBiasAdd::Auto
+                            ? kjit::ops::prepare_linear_gn_min(rt, p, opt).gemm_bias_epilogue
+                            : bias_add == kjit::ops::LinearBiasAdd::Epilogue;
+  for (int64_t m : rows) {
+    std::vector<float> row(static_cast<size_t>(d.N));
+    ws.download(row.data(), row.size() * 4, static_cast<size_t>(m * d.N) * 4);
+    if (!epilogue)
+      for (size_t c = 0; c < row.size(); ++c) row[c] += d.lb[c];
+    r.y.push_back(std::move(row));
+  }
   return r;
 }
 
@@ -411,6 +420,7 @@ struct Case {
   Data d;
   Offsets off;
   Precision pr = Precision::Fp32;
+  kjit::ops::LinearBiasAdd bias_add = kjit::ops::LinearBiasAdd::Auto;
 };
 
 Case random_case(uint64_t seed, Precision pr) {
@@ -434,6 +444,7 @@ Case random_case(uint64_t seed, Precision pr) {
   c.pr = pr;
   c.d = make_data(M, K, N, G, pr == Precision::Bf16Inputs, seed);
   c.d.eps = uniform(0, 3) == 0 ? 1e-3f : 1e-5f;
+  c.bias_add = static_cast<kjit::ops::LinearBiasAdd>(uniform(0, 2));
   if (uniform(0, 4) == 0) {  // pointers off the 256-byte boundary
     const size_t esz = pr == Precision::Bf16Inputs ? 2 : 4;
     const size_t choices[] = {esz, 16, 0};
@@ -448,7 +459,8 @@ Case random_case(uint64_t seed, Precision pr) {
 std::string describe(const Case& c) {
   return problem_of(c.d, c.pr).describe() + " eps=" + std::to_string(c.d.eps) +
          " offsets x/w/lb/out=" + std::to_string(c.off.x) + "/" + std::to_string(c.off.w) + "/" +
-         std::to_string(c.off.lb) + "/" + std::to_string(c.off.out);
+         std::to_string(c.off.lb) + "/" + std::to_string(c.off.out) +
+         " bias_add=" + std::to_string(static_cast<int>(c.bias_add));
 }
 
 void run_random(Precision pr, int count, double budget) {
@@ -462,8 +474,11 @@ void run_random(Precision pr, int count, double budget) {
   std::vector<std::future<void>> jobs;
   for (unsigned w = 0; w < workers; ++w)
     jobs.push_back(std::async(std::launch::async, [&, w] {
-      for (size_t i = w; i < cases.size(); i += workers)
-        kjit::ops::prepare_linear_gn_min(runtime(), problem_of(cases[i].d, cases[i].pr));
+      for (size_t i = w; i < cases.size(); i += workers) {
+        LinearGnMinOptions o;
+        o.bias_add = cases[i].bias_add;
+        kjit::ops::prepare_linear_gn_min(runtime(), problem_of(cases[i].d, cases[i].pr), o);
+      }
     }));
   for (auto& j : jobs) j.get();
   kjit::Stream stream(runtime());
@@ -474,7 +489,7 @@ void run_random(Precision pr, int count, double budget) {
     const Case& cs = cases[i];
     const Ref ref = reference(cs.d, pick_rows(cs.d, budget, 64, kjit_test::seed() + i));
     Device dev(cs.d, cs.off);
-    const Run r = run_op(cs.d, cs.pr, dev, ref.rows, true, stream);
+    const Run r = run_op(cs.d, cs.pr, dev, ref.rows, true, stream, false, cs.bias_add);
     CHECK_MESSAGE(r.guard_ok, describe(cs));
     const Verdict v = judge(cs.d, ref, r);
     if (pr == Precision::Tf32) {
@@ -661,19 +676,23 @@ TEST_CASE("linear_gn_min: prepared calls capture into a CUDA graph; unprepared o
                                                           dev.outp(), opt, stream);
                                }),
                    kjit::Errc::CaptureCompile);
-  // A prepared problem on a fresh stream without a workspace: allocation refused too.
-  kjit::Stream fresh(rt);
-  CHECK_KJIT_ERROR(kjit::Graph(rt, fresh,
+  // A prepared problem on a stream without a workspace: allocation refused too. (A runtime of
+  // its own, whose streams have no workspace: a new stream of `rt` may get the handle of an
+  // earlier, destroyed stream that had one.)
+  kjit::Runtime rt2;
+  kjit::ops::prepare_linear_gn_min(rt2, p, opt);
+  kjit::Stream fresh(rt2);
+  CHECK_KJIT_ERROR(kjit::Graph(rt2, fresh,
                                [&] {
-                                 kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(),
+                                 kjit::ops::linear_gn_min(rt2, p, dev.xp(), dev.wp(), dev.lbp(),
                                                           dev.gp(), dev.bp(), dev.biasp(),
                                                           dev.outp(), opt, fresh);
                                }),
                    kjit::Errc::CaptureCompile);
   // ... but fine with a caller workspace.
-  kjit::DeviceBuffer ws(rt, kjit::ops::linear_gn_min_workspace_size(p));
-  kjit::Graph g2(rt, fresh, [&] {
-    kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
+  kjit::DeviceBuffer ws(rt2, kjit::ops::linear_gn_min_workspace_size(p));
+  kjit::Graph g2(rt2, fresh, [&] {
+    kjit::ops::linear_gn_min(rt2, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
                              dev.outp(), opt, fresh,
                              {reinterpret_cast<void*>(ws.ptr()), ws.bytes()});
   });
@@ -751,8 +770,14 @@ TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
     bad.eps = eps;
     CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, bad), E::InvalidArgument);
   }
+  {
+    LinearGnMinOptions bad = o;
+    bad.bias_add = static_cast<kjit::ops::LinearBiasAdd>(7);
+    CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, bad), E::InvalidArgument);
+  }
   // out overlapping what the kernel reads while writing it.
   CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, const_cast<float*>(GA), o), E::InvalidArgument);
+  CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, const_cast<float*>(LB), o), E::InvalidArgument);
   // Workspaces: too small, misaligned, overlapping, or a size without a pointer.
   const size_t need = kjit::ops::linear_gn_min_workspace_size(p);
   kjit::DeviceBuffer ws(rt, need + 256);

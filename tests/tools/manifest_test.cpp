@@ -147,23 +147,29 @@ TEST_CASE("linear_gn_min entries derive the runtime's specializations (random pr
         ctx.cc = cc;
         ctx.sm_count = sms;
         OpSpecs os = problem_specs(j, ctx);
-        REQUIRE(os.specs.size() == 1);
         const auto h = kjit::ops::gn_min_heuristic(p, cc, sms, true);
+        // The fused kernel, then the broadcast kernel when the config splits.
+        REQUIRE(os.specs.size() == (h.split ? 2u : 1u));
         CHECK(os.specs[0].instantiation() == gn_min_spec(p, h).instantiation());
-        CHECK(os.specs[0].header() == "kjit/gn_min.cuh");
+        for (const auto& s : os.specs) CHECK(s.header() == "kjit/gn_min.cuh");
         CHECK(os.describe == "linear_gn_min " + p.describe());
 
         ctx.unaligned = true;
-        std::set<std::string> want = {
-            gn_min_spec(p, h).instantiation(),
-            gn_min_spec(p, kjit::ops::gn_min_heuristic(p, cc, sms, false)).instantiation()};
+        std::set<std::string> want;
+        for (bool aligned : {true, false})
+          for (const auto& s : gn_min_specs(p, kjit::ops::gn_min_heuristic(p, cc, sms, aligned)))
+            want.insert(s.instantiation());
         CHECK(names(problem_specs(j, ctx).specs) == want);
 
         ctx.unaligned = false;
         ctx.all_candidates = true;
         want.clear();
-        for (const auto& c : kjit::ops::gn_min_candidates(p, cc, sms, true))
-          want.insert(gn_min_spec(p, c).instantiation());
+        // Autotuning also tries the GEMM without the bias epilogue (the kernel adds it).
+        for (auto c : kjit::ops::gn_min_candidates(p, cc, sms, true))
+          for (bool lb : {false, true}) {
+            c.linear_bias = lb;
+            for (const auto& s : gn_min_specs(p, c)) want.insert(s.instantiation());
+          }
         const auto all = problem_specs(j, ctx).specs;
         CHECK(names(all) == want);
         CHECK(all.size() == want.size());  // no duplicates

@@ -45,7 +45,9 @@ nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case&
       {"op", "linear_gn_min"},
       {"shape", shape_text(c)},
       {"dtype", c.dtype},
-      {"config", info.kernel + "; GEMM " + info.gemm_algo},
+      {"config", info.kernel + "; GEMM " + info.gemm_algo +
+                     (info.gemm_bias_epilogue ? " +bias epilogue" : " (bias in kernel)") + " " +
+                     info.gemm_source},
       {"bytes", static_cast<double>((p.M * p.K + p.N * p.K + 2 * p.M * p.N) * 4)}};
   if (s.check) {
     out.fill_bytes(0xFF);

@@ -1,5 +1,6 @@
 // Linear -> GroupNorm -> min -> + bias: validation, plans (the hot path only looks them up),
 // kjit's per-stream workspaces, the cuBLASLt GEMM and the fused kernel's launch.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -34,9 +35,12 @@ int64_t align_class(const void* ptr, size_t esz) {
   return a % 256 == 0 ? 256 : a % 16 == 0 ? 16 : static_cast<int64_t>(esz);
 }
 
-void check_eps(const LinearGnMinProblem& p, float eps) {
-  if (!(eps >= 0.f) || std::isinf(eps))
-    bad(p, "eps = " + std::to_string(eps) + " must be finite and >= 0");
+void check_options(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
+  if (!(opt.eps >= 0.f) || std::isinf(opt.eps))
+    bad(p, "eps = " + std::to_string(opt.eps) + " must be finite and >= 0");
+  const auto b = static_cast<int>(opt.bias_add);
+  if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
+    bad(p, "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
 }
 
 struct Span {
@@ -50,9 +54,9 @@ struct Span {
 
 void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, const void* lb,
                    const void* gamma, const void* beta, const void* bias, const void* out,
-                   float eps, const Workspace& ws) {
+                   const LinearGnMinOptions& opt, const Workspace& ws) {
   validate(p);
-  check_eps(p, eps);
+  check_options(p, opt);
   const size_t ab = ab_size(p.precision);
   const char* ab_name = ab == 2 ? "bf16" : "fp32";
   auto check_ptr = [&](const void* ptr, const char* name, size_t esz, const char* type) {
@@ -73,9 +77,10 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
     return Span{name, reinterpret_cast<uintptr_t>(ptr), bytes};
   };
   const Span o = span("out", out, static_cast<size_t>(p.M * p.N) * 4);
-  // The kernel reads gamma, beta and bias while it writes out. (x, weight and linear_bias are
-  // read by the GEMM, which the stream finishes before the kernel starts.)
-  for (const Span& s : {span("gamma", gamma, n4), span("beta", beta, n4), span("bias", bias, n4)})
+  // The kernel reads gamma, beta, bias (and linear_bias, when it adds it) while it writes out.
+  // (x and weight are read by the GEMM, which the stream finishes before the kernel starts.)
+  for (const Span& s : {span("linear_bias", lb, n4), span("gamma", gamma, n4),
+                        span("beta", beta, n4), span("bias", bias, n4)})
     if (o.overlaps(s)) bad(p, std::string("out overlaps ") + s.name);
   if (!ws.ptr) {
     if (ws.bytes != 0)
@@ -100,9 +105,10 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
 }
 
 detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int64_t alb,
-                       bool out_aligned, bool tune) {
-  return detail::LgmKey{p.M,  p.K, p.N, p.G, static_cast<int64_t>(p.precision),
-                        tune, ax,  aw,  alb, out_aligned};
+                       bool out_aligned, const LinearGnMinOptions& opt) {
+  const bool tune = opt.autotune || detail::env_autotune();
+  return detail::LgmKey{p.M, p.K, p.N, p.G,         static_cast<int64_t>(p.precision), tune,
+                        ax,  aw,  alb, out_aligned, static_cast<int64_t>(opt.bias_add)};
 }
 
 void throw_if_capturing(CUstream stream, const LinearGnMinProblem& p, const char* what) {
@@ -124,6 +130,7 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
   return *st.plans.find_or_build(key, [&] {
     auto plan = std::make_unique<detail::LgmPlan>();
     plan->y_bytes = round256(static_cast<size_t>(p.M * p.N) * 4);
+    plan->mins_bytes = round256(static_cast<size_t>(p.M) * 4);
     if (key.autotune) {
       detail::autotune(rt, st, p, key, eps, plan.get());
     } else {
@@ -190,13 +197,13 @@ CUdeviceptr LgmState::workspace(Runtime& rt, CUstream stream, size_t bytes) {
   return p;
 }
 
-void configure_desc(lt::MatmulDesc& desc, const void* linear_bias) {
+void configure_desc(lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias) {
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, ta).set(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  if (!g.bias_epilogue) return;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
   const int32_t bias_type = CUDA_R_32F;
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, ta)
-      .set(CUBLASLT_MATMUL_DESC_TRANSB, tb)
-      .set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue)
+  desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue)
       .set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type)
       .set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, linear_bias);
 }
@@ -215,7 +222,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
                                                              const LgmKey& key, LgmGemm& g,
                                                              int count) {
   lt::MatmulDesc desc(g.compute, CUDA_R_32F);
-  configure_desc(desc, bias_stand_in(key.align_lb));
+  configure_desc(desc, g, bias_stand_in(key.align_lb));
   lt::Preference pref;
   pref.max_workspace(kLinearGnMinGemmWorkspace)
       .min_alignment(static_cast<uint32_t>(key.align_w), static_cast<uint32_t>(key.align_x), 256,
@@ -228,16 +235,24 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
 bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
                   const cublasLtMatmulAlgo_t& algo, size_t* workspace) {
   lt::MatmulDesc desc(g.compute, CUDA_R_32F);
-  configure_desc(desc, bias_stand_in(key.align_lb));
+  configure_desc(desc, g, bias_stand_in(key.align_lb));
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
   return lt::algo_ok(h, desc, g.a, g.b, g.d, g.d, algo, workspace) &&
          *workspace <= kLinearGnMinGemmWorkspace;
 }
 
+bool default_bias_epilogue(const LinearGnMinProblem& p) {
+  (void)p;
+  return true;
+}
+
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g) {
   init_gemm(p, g);
+  g->bias_epilogue = key.bias_add == static_cast<int64_t>(LinearBiasAdd::Auto)
+                         ? default_bias_epilogue(p)
+                         : key.bias_add == static_cast<int64_t>(LinearBiasAdd::Epilogue);
   const auto best = gemm_candidates(rt, st, key, *g, 1);
   g->algo = best[0].algo;
   g->workspace = best[0].workspaceSize;
@@ -247,7 +262,7 @@ void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const Lg
 void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
               CUdeviceptr lt_ws, CUstream stream, cublasLtHandle_t h) {
   lt::MatmulDesc desc(g.compute, CUDA_R_32F);
-  configure_desc(desc, lb);
+  configure_desc(desc, g, lb);
   const float alpha = 1.f, beta = 0.f;
   void* yp = reinterpret_cast<void*>(y);
   lt::check(cublasLtMatmul(h, desc.get(), &alpha, w, g.a.get(), x, g.b.get(), &beta, yp, g.d.get(),
@@ -256,8 +271,10 @@ void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CU
             "cublasLtMatmul");
 }
 
-void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c, CUstream stream,
-                  LgmPlan* plan) {
+void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& config,
+                  CUstream stream, LgmPlan* plan) {
+  GnMinConfig c = config;
+  c.linear_bias = !plan->gemm.bias_epilogue;
   validate(p, c);
   const size_t smem = gn_min_smem_bytes(p, c);
   if (smem > static_cast<size_t>(rt.props().max_smem_per_block_optin))
@@ -266,59 +283,83 @@ void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c
                                        rt.props().name + " allows " +
                                        std::to_string(rt.props().max_smem_per_block_optin));
   plan->config = c;
+  plan->channels = static_cast<int>(p.N);
   plan->launch.grid.x = static_cast<unsigned>((p.M + c.rows() - 1) / c.rows());
   plan->launch.block.x = static_cast<unsigned>(c.threads);
   plan->launch.shared_bytes = static_cast<unsigned>(smem);
+  plan->launch.programmatic = rt.props().cc() >= 90 && env_pdl();
   plan->kernel = rt.kernel(gn_min_spec(p, c), stream);
+  if (!c.split) return;
+  // A thread per 1 or 4 rows; about 8 CTAs per SM in all, each walking a share of the channels.
+  LaunchConfig& b = plan->broadcast_launch;
+  const int64_t per_cta = int64_t{kGnMinBroadcastThreads} * (c.out_vec ? 4 : 1);
+  b.grid.x = static_cast<unsigned>((p.M + per_cta - 1) / per_cta);
+  const int64_t want = (int64_t{8} * rt.props().sm_count + b.grid.x - 1) / b.grid.x;
+  b.grid.y = static_cast<unsigned>(std::clamp<int64_t>(want, 1, std::min<int64_t>(p.N, 65535)));
+  b.block.x = kGnMinBroadcastThreads;
+  b.programmatic = plan->launch.programmatic;
+  plan->broadcast = rt.kernel(gn_min_specs(p, c)[1], stream);
 }
 
-void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* gamma, const float* beta,
-                   const float* bias, float eps, float* out, long long M, CUstream stream) {
+void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const float* gamma,
+                   const float* beta, const float* bias, float eps, float* out, long long M,
+                   CUstream stream) {
   const float* yp = reinterpret_cast<const float*>(y);
-  void* params[] = {&yp, &gamma, &beta, &bias, &eps, &out, &M};
+  if (!plan.config.split) {
+    void* params[] = {&yp, &lb, &gamma, &beta, &bias, &eps, &out, &M};
+    plan.kernel.launch(stream, plan.launch, params);
+    return;
+  }
+  float* mins = reinterpret_cast<float*>(y + plan.y_bytes);
+  void* params[] = {&yp, &lb, &gamma, &beta, &bias, &eps, &mins, &M};
   plan.kernel.launch(stream, plan.launch, params);
+  const float* cmins = mins;
+  int n = plan.channels;
+  void* bparams[] = {&cmins, &bias, &out, &M, &n};
+  plan.broadcast.launch(stream, plan.broadcast_launch, bparams);
 }
 
 }  // namespace detail
 
 size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p) {
   validate(p);
-  return round256(static_cast<size_t>(p.M * p.N) * 4) + kLinearGnMinGemmWorkspace;
+  return round256(static_cast<size_t>(p.M * p.N) * 4) + round256(static_cast<size_t>(p.M) * 4) +
+         kLinearGnMinGemmWorkspace;
 }
 
 void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
                    const float* linear_bias, const float* gamma, const float* beta,
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
                    Workspace ws) {
-  validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt.eps, ws);
+  validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
   detail::LgmState& st = rt.op_state().linear_gn_min;
   const size_t ab = ab_size(p.precision);
   const detail::LgmKey key =
       key_for(p, align_class(x, ab), align_class(weight, ab), align_class(linear_bias, 4),
-              reinterpret_cast<uintptr_t>(out) % 16 == 0, opt.autotune || detail::env_autotune());
+              reinterpret_cast<uintptr_t>(out) % 16 == 0, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
   // The plan knows the workspace size: no second validation on the hot path.
   const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr)
-                               : st.workspace(rt, stream, plan.y_bytes + kLinearGnMinGemmWorkspace);
+                               : st.workspace(rt, stream, plan.workspace_bytes());
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
-  detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.y_bytes, stream, h);
-  detail::launch_kernel(plan, y, gamma, beta, bias, opt.eps, out, p.M, stream);
+  detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.lt_offset(), stream, h);
+  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream);
 }
 
 LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
                                       const LinearGnMinOptions& opt) {
   validate(p);
-  check_eps(p, opt.eps);
+  check_options(p, opt);
   detail::LgmState& st = rt.op_state().linear_gn_min;
-  const detail::LgmKey key =
-      key_for(p, 256, 256, 256, true, opt.autotune || detail::env_autotune());
+  const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, nullptr);
   LinearGnMinInfo info;
   info.config = plan.config;
   info.kernel = plan.kernel.instantiation();
   info.gemm_algo = lt::describe(plan.gemm.algo);
   info.gemm_source = plan.gemm.source;
+  info.gemm_bias_epilogue = plan.gemm.bias_epilogue;
   info.gemm_workspace_bytes = plan.gemm.workspace;
   info.workspace_bytes = linear_gn_min_workspace_size(p);
   return info;

@@ -1,7 +1,9 @@
-// Linear -> GroupNorm -> min -> + bias autotuning: time the top 8 of cuBLASLt's heuristic and the
+// Linear -> GroupNorm -> min -> + bias autotuning: time the top 8 of cuBLASLt's heuristic, with
+// the bias epilogue and without it (the fused kernel then adds the bias), and the
 // fused kernel's candidate configs on scratch buffers of the problem's size, keep the fastest of
 // each, and remember the choice in the disk cache (keyed by GPU name, driver, cuBLASLt version,
-// problem, precision and alignment). The payload is the algorithm's bytes (cublasLtMatmulAlgo_t
+// problem, precision and alignment). The payload is the algorithm's bytes, the metadata says
+// whether it runs with the epilogue (cublasLtMatmulAlgo_t
 // is plain data, serializable for the same cuBLASLt version); a loaded one is verified with
 // cublasLtMatmulAlgoCheck before use.
 #include <algorithm>
@@ -25,12 +27,12 @@ constexpr int kTopK = 8;
 cache::Key tune_key(Runtime& rt, const LinearGnMinProblem& p, const LgmKey& key,
                     const std::vector<GnMinConfig>& cands) {
   cache::KeyBuilder kb;
-  kb.add("record", "kjit-linear-gn-min-tune-v1").add("kjit", KJIT_VERSION_STRING);
+  kb.add("record", "kjit-linear-gn-min-tune-v2").add("kjit", KJIT_VERSION_STRING);
   kb.add("device", rt.props().name).add("driver", rt.props().driver_version);
   kb.add("cublaslt", static_cast<int64_t>(lt::version()));
   kb.add("problem", p.describe());
   kb.add("align_x", key.align_x).add("align_w", key.align_w).add("align_lb", key.align_lb);
-  kb.add("out_aligned", key.out_aligned);
+  kb.add("out_aligned", key.out_aligned).add("bias_add", key.bias_add);
   kb.add("gemm_workspace", static_cast<int64_t>(kLinearGnMinGemmWorkspace));
   kb.add("top_k", kTopK);
   for (const auto& c : cands) kb.add("candidate", c.describe());
@@ -70,9 +72,11 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   cache::DiskCache& disk = rt.compiler().disk_cache();
   if (auto e = disk.get(ck)) {
     const std::string* gn = e->find("gn");
+    const std::string* epi = e->find("bias_epilogue");
     cublasLtMatmulAlgo_t algo{};
     size_t ws = 0;
-    if (gn && e->payload.size() == sizeof(algo)) {
+    if (gn && epi && e->payload.size() == sizeof(algo)) {
+      plan->gemm.bias_epilogue = *epi == "1";
       std::memcpy(&algo, e->payload.data(), sizeof(algo));
       if (gemm_algo_ok(rt, st, key, plan->gemm, algo, &ws)) {
         for (const GnMinConfig& c : cands)
@@ -93,7 +97,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
                N = static_cast<size_t>(p.N);
   DeviceBuffer x(rt, M * K * ab + 256), w(rt, N * K * ab + 256), lb(rt, N * 4 + 256);
   DeviceBuffer gamma(rt, N * 4), beta(rt, N * 4), bias(rt, N * 4), out(rt, M * N * 4 + 16);
-  DeviceBuffer ws(rt, plan->y_bytes + kLinearGnMinGemmWorkspace);
+  DeviceBuffer ws(rt, plan->workspace_bytes());
   x.fill_bytes(0x3c);  // 0.0115 in fp32 and bf16
   w.fill_bytes(0x3c);
   lb.fill_bytes(0x3c);
@@ -104,42 +108,55 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   const void* wp = reinterpret_cast<const void*>(w.ptr() + key.align_w % 256);
   const void* lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
   float* outp = reinterpret_cast<float*>(out.ptr() + (key.out_aligned ? 0 : 4));
-  const CUdeviceptr y = ws.ptr(), lt_ws = ws.ptr() + plan->y_bytes;
+  const CUdeviceptr y = ws.ptr(), lt_ws = ws.ptr() + plan->lt_offset();
   Stream s(rt);
   cublasLtHandle_t h = st.handle(rt);
   kjit::detail::ContextGuard guard(rt.context());
 
-  const auto algos = gemm_candidates(rt, st, key, plan->gemm, kTopK);
-  float best_ms = INFINITY, first_ms = INFINITY;
-  size_t best = algos.size();
-  for (size_t i = 0; i < algos.size(); ++i) {
-    if (algos[i].workspaceSize > kLinearGnMinGemmWorkspace) continue;
-    plan->gemm.algo = algos[i].algo;
-    float ms;
-    try {
-      ms = time_ms(rt, s, [&] { run_gemm(plan->gemm, xp, wp, lbp, y, lt_ws, s, h); });
-    } catch (const Error& e) {
-      if (e.code() != Errc::Cublas) throw;
-      continue;  // an algorithm that refuses to run this problem is skipped
-    }
-    if (i == 0) first_ms = ms;
-    if (ms < best_ms) {
-      best_ms = ms;
-      best = i;
+  // The top kTopK with the bias epilogue, then without it.
+  float best_ms = INFINITY, first_ms[2] = {INFINITY, INFINITY};
+  cublasLtMatmulHeuristicResult_t best{};
+  bool best_epilogue = true, found = false;
+  for (bool epilogue : {true, false}) {
+    if (key.bias_add != static_cast<int64_t>(LinearBiasAdd::Auto) &&
+        epilogue != (key.bias_add == static_cast<int64_t>(LinearBiasAdd::Epilogue)))
+      continue;  // the caller fixed who adds the bias
+    plan->gemm.bias_epilogue = epilogue;
+    const auto algos = gemm_candidates(rt, st, key, plan->gemm, kTopK);
+    for (size_t i = 0; i < algos.size(); ++i) {
+      if (algos[i].workspaceSize > kLinearGnMinGemmWorkspace) continue;
+      plan->gemm.algo = algos[i].algo;
+      float ms;
+      try {
+        ms = time_ms(rt, s, [&] { run_gemm(plan->gemm, xp, wp, lbp, y, lt_ws, s, h); });
+      } catch (const Error& e) {
+        if (e.code() != Errc::Cublas) throw;
+        continue;  // an algorithm that refuses to run this problem is skipped
+      }
+      if (i == 0) first_ms[epilogue] = ms;
+      if (ms < best_ms) {
+        best_ms = ms;
+        best = algos[i];
+        best_epilogue = epilogue;
+        found = true;
+      }
     }
   }
-  if (best == algos.size())
-    throw Error(Errc::Cublas, "linear_gn_min: none of the " + std::to_string(algos.size()) +
-                                  " cuBLASLt algorithms ran " + p.describe());
-  plan->gemm.algo = algos[best].algo;
-  plan->gemm.workspace = algos[best].workspaceSize;
+  if (!found)
+    throw Error(Errc::Cublas, "linear_gn_min: none of cuBLASLt's algorithms ran " + p.describe());
+  plan->gemm.bias_epilogue = best_epilogue;
+  plan->gemm.algo = best.algo;
+  plan->gemm.workspace = best.workspaceSize;
   plan->gemm.source = "autotuned";
   run_gemm(plan->gemm, xp, wp, lbp, y, lt_ws, s, h);  // Y for the kernel's timing
 
-  float best_gn_ms = INFINITY;
+  float best_gn_ms = INFINITY, best_of[2] = {INFINITY, INFINITY};  // [split]
   const GnMinConfig* best_gn = nullptr;
   for (const GnMinConfig& c : cands) {
     LgmPlan trial;
+    trial.gemm.bias_epilogue = plan->gemm.bias_epilogue;
+    trial.y_bytes = plan->y_bytes;
+    trial.mins_bytes = plan->mins_bytes;
     try {
       build_kernel(rt, p, c, nullptr, &trial);
     } catch (const Error& e) {
@@ -147,9 +164,10 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
       continue;  // a candidate that does not compile, load or fit is skipped
     }
     const float ms = time_ms(rt, s, [&] {
-      launch_kernel(trial, y, gamma.as<float>(), beta.as<float>(), bias.as<float>(), eps, outp, p.M,
-                    s);
+      launch_kernel(trial, y, static_cast<const float*>(lbp), gamma.as<float>(), beta.as<float>(),
+                    bias.as<float>(), eps, outp, p.M, s);
     });
+    best_of[c.split] = std::min(best_of[c.split], ms);
     if (ms < best_gn_ms) {
       best_gn_ms = ms;
       best_gn = &c;
@@ -167,9 +185,13 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
                 {"op", "linear_gn_min"},
                 {"gn", best_gn->describe()},
                 {"gemm_algo", lt::describe(plan->gemm.algo)},
+                {"bias_epilogue", best_epilogue ? "1" : "0"},
                 {"gemm_us", std::to_string(best_ms * 1000)},
-                {"gemm_first_us", std::to_string(first_ms * 1000)},
-                {"gn_us", std::to_string(best_gn_ms * 1000)}};
+                {"gemm_first_epilogue_us", std::to_string(first_ms[1] * 1000)},
+                {"gemm_first_plain_us", std::to_string(first_ms[0] * 1000)},
+                {"gn_us", std::to_string(best_gn_ms * 1000)},
+                {"gn_fused_us", std::to_string(best_of[0] * 1000)},
+                {"gn_split_us", std::to_string(best_of[1] * 1000)}};
   e.payload.assign(reinterpret_cast<const char*>(&plan->gemm.algo), sizeof(plan->gemm.algo));
   disk.put(ck, e);
 }

@@ -24,14 +24,17 @@ namespace kjit::ops::detail {
 struct LgmKey {
   int64_t M, K, N, G, precision, autotune;
   int64_t align_x, align_w, align_lb, out_aligned;
+  int64_t bias_add;  // LinearBiasAdd
 };
 
 // The GEMM in cuBLASLt's column-major terms. Row-major Y[M, N] = x[M, K] W^T is the column-major
 // Y^T (N x M, ld N) = op(A) B with A = W seen column-major (K x N, ld K) and op = transpose, and
 // B = x seen column-major (K x M, ld K). The bias epilogue adds lb (length N = rows of D) to
-// every column of D, i.e. lb[n] to Y[m, n].
+// every column of D, i.e. lb[n] to Y[m, n]. Without it (bias_epilogue false) the fused kernel adds
+// lb instead (GnMinConfig::linear_bias).
 struct LgmGemm {
   kjit::detail::lt::Layout a, b, d;  // C = D (beta = 0)
+  bool bias_epilogue = true;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cudaDataType_t ab_type = CUDA_R_32F;
   cublasLtMatmulAlgo_t algo{};
@@ -43,8 +46,15 @@ struct LgmPlan {
   LgmGemm gemm;
   Kernel kernel;
   LaunchConfig launch;
+  Kernel broadcast;  // config.split: writes out from the row minima
+  LaunchConfig broadcast_launch;
   GnMinConfig config;
-  size_t y_bytes = 0;  // Y's part of the workspace (rounded up to 256)
+  int channels = 0;  // N, for the broadcast kernel
+  // The workspace: Y, then the row minima, then cuBLASLt's (each part rounded up to 256 bytes).
+  size_t y_bytes = 0;
+  size_t mins_bytes = 0;
+  size_t lt_offset() const { return y_bytes + mins_bytes; }
+  size_t workspace_bytes() const { return lt_offset() + kLinearGnMinGemmWorkspace; }
 };
 
 // Per-runtime state, a member of Runtime::OpState.
@@ -72,13 +82,18 @@ class LgmState {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
   };
+  // By handle: a destroyed stream's handle can come back for a new stream (cuStreamGetId would
+  // tell them apart, but it fails while a stream is capturing). The driver frees a stream only
+  // after its queued work completes, so a new stream never shares a buffer with live work.
   std::unordered_map<CUstream, Buf> by_stream_;
   std::vector<CUdeviceptr> retired_;
 };
 
 // Shared by the op and autotuning.
-void configure_desc(kjit::detail::lt::MatmulDesc& desc, const void* linear_bias);
+void configure_desc(kjit::detail::lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias);
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
+// Whether the plan's GEMM, untuned, uses the bias epilogue (see linear_gn_min_config.cpp).
+bool default_bias_epilogue(const LinearGnMinProblem& p);
 // Up to `count` algorithms of the heuristic for g (initialized), best first.
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
                                                              const LgmKey& key, LgmGemm& g,
@@ -91,11 +106,13 @@ void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const Lg
                 LgmGemm* g);
 void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
               CUdeviceptr lt_ws, CUstream stream, cublasLtHandle_t h);
-// The fused kernel of config c: loads it and computes its launch.
+// The fused kernel of config c (its linear_bias set to match plan->gemm): loads it and computes
+// its launch.
 void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c, CUstream stream,
                   LgmPlan* plan);
-void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* gamma, const float* beta,
-                   const float* bias, float eps, float* out, long long M, CUstream stream);
+void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const float* gamma,
+                   const float* beta, const float* bias, float eps, float* out, long long M,
+                   CUstream stream);
 // Times the top-8 cuBLASLt algorithms and the kernel's candidate configs on scratch buffers of
 // the problem's size, keeps the fastest of each (stored in the disk cache, reused from it).
 void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,

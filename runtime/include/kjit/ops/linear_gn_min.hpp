@@ -7,8 +7,9 @@
 //
 // PyTorch broadcasting right-aligns [M, 1] with [1, N, 1, 1], so the result has shape
 // [1, N, M, 1]: out[0, c, m, 0] = min_m + bias[c]. kjit writes it as that contiguous tensor, i.e.
-// a [N, M] buffer with out[c * M + m]. cuBLASLt computes Y = x W^T + lb (bias epilogue) into a
-// workspace; one NVRTC kernel specialized on (N, G, launch shape) reads Y once and writes out.
+// a [N, M] buffer with out[c * M + m]. cuBLASLt computes Y = x W^T + lb into a workspace (lb
+// added by its bias epilogue, or by the kernel when the GEMM without the epilogue is faster); one
+// NVRTC kernel specialized on (N, G, launch shape) reads Y once and writes out.
 #pragma once
 
 #include <cuda.h>
@@ -55,20 +56,32 @@ struct GnMinConfig {
   bool pad = true;   // shared-memory padding against bank conflicts (sub-warp sub-teams)
   bool smem = true;  // rows staged in shared memory; false: read from global (very long rows)
   bool affine_smem = false;  // gamma/beta staged in shared memory (sub-warp sub-teams)
-  bool out_vec = false;  // 16-byte stores of out (M % 4 == 0, out 16-byte aligned, rows() % 4 == 0)
+  // 16-byte stores of out: M % 4 == 0, out 16-byte aligned, and (unless split) rows() % 4 == 0.
+  bool out_vec = false;
+  // Two kernels: the CTAs write only their rows' minima (kjit's workspace), and a broadcast
+  // kernel writes out with fully coalesced stores (false: each CTA writes its rows' runs of out).
+  bool split = false;
+  // The kernel adds linear_bias to Y as it reads it, and the GEMM runs without cuBLASLt's bias
+  // epilogue (false: the epilogue adds it). The plan picks the faster GEMM of the two.
+  bool linear_bias = false;
   int par() const { return threads / slice; }
   int rows() const { return par() * seq; }
   std::string describe() const;
 };
 
+// Who adds the Linear's bias: cuBLASLt's bias epilogue, or the fused kernel as it reads Y (the
+// GEMM then runs without an epilogue). Auto: the plan's choice (autotuning times both).
+enum class LinearBiasAdd { Auto, Epilogue, Kernel };
+
 struct LinearGnMinOptions {
-  float eps = 1e-5f;      // GroupNorm eps (finite, >= 0)
+  float eps = 1e-5f;  // GroupNorm eps (finite, >= 0)
+  LinearBiasAdd bias_add = LinearBiasAdd::Auto;
   bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1: time the top 8 cuBLASLt algorithms
                           // and the kernel's candidate configs once, keep the fastest (disk cache)
 };
 
-// Device memory a call needs besides its inputs and output: Y [M, N] fp32 (rounded up to 256
-// bytes) followed by the cuBLASLt workspace. Must be 256-byte aligned.
+// Device memory a call needs besides its inputs and output: Y [M, N] fp32 and the row minima [M]
+// (each rounded up to 256 bytes), then the cuBLASLt workspace. Must be 256-byte aligned.
 struct Workspace {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -100,6 +113,7 @@ struct LinearGnMinInfo {
   std::string kernel;               // its instantiation
   std::string gemm_algo;            // the cuBLASLt algorithm (id, tile, stages, split-k, ...)
   std::string gemm_source;          // "heuristic", "autotuned", or "cache" (autotuned earlier)
+  bool gemm_bias_epilogue = true;   // cuBLASLt adds linear_bias (false: the fused kernel does)
   size_t gemm_workspace_bytes = 0;  // what the algorithm uses of the cuBLASLt workspace
   size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p)
 };
@@ -124,6 +138,9 @@ GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count =
 std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, int cc, int sm_count = 132,
                                            bool out_aligned = true);
 Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c);
+// Everything config c compiles: gn_min_spec, then (split) the broadcast kernel's.
+constexpr int kGnMinBroadcastThreads = 256;
+std::vector<Spec> gn_min_specs(const LinearGnMinProblem& p, const GnMinConfig& c);
 size_t gn_min_smem_bytes(const LinearGnMinProblem& p, const GnMinConfig& c);  // dynamic smem
 
 }  // namespace kjit::ops
