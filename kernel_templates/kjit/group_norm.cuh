@@ -71,17 +71,25 @@ __global__ void __launch_bounds__(kThreads)
   const int first = static_cast<int>(rank) * kShare;
   const int last = first + kShare < kNvec ? first + kShare : kNvec;
 
-  // Streaming: this thread's vectors of the CTA's share, kIters loads in flight at a time.
-  auto stream_slice = [&](auto&& fn) {
+  // Streaming: this thread's vectors of the CTA's share, kIters loads in flight at a time (all
+  // issued before fn runs: fn may store, and a store's asm memory clobber would otherwise keep
+  // the next load behind it). The first pass asks L2 to keep x for the second, which drops it.
+  auto stream_slice = [&](auto&& fn, L2Hint hint) {
+    const unsigned long long policy = l2_policy(hint);
     for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
+      Pack<T, kVec> p[kIters];
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = v0 + i * kTpg;
+        if (vi < last) p[i] = load_pack_hinted<T, kVec>(xg + offset(vi * kVec), policy);
+      }
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
         const int vi = v0 + i * kTpg;
         if (vi < last) {
-          const Pack<T, kVec> p = load_pack<T, kVec>(xg + offset(vi * kVec));
           float v[kVec];
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) v[j] = to_float(p.v[j]);
+          for (int j = 0; j < kVec; ++j) v[j] = to_float(p[i].v[j]);
           fn(vi, v);
         }
       }
@@ -130,7 +138,8 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     // One read for the statistics (a Chan merge per vector), one more for the output.
     stream_slice(
-        [&](int, const float(&v)[kVec]) { st = gn::merge(st, gn::local_stat<kVec>(v, kVec)); });
+        [&](int, const float(&v)[kVec]) { st = gn::merge(st, gn::local_stat<kVec>(v, kVec)); },
+        L2Hint::kKeep);
   }
   st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kTpg>(st, red), slots);
   mean = st.mean;
@@ -170,7 +179,8 @@ __global__ void __launch_bounds__(kThreads)
       const int c = kNHWC ? c0 + j : (kS % kVec == 0 ? c0 : channel(e0 + j));
       out.v[j] = from_float<T>(apply(vals[j], c));
     }
-    store_pack<T, kVec>(yg + offset(e0), out);
+    // Streaming y evicts first from L2, where x waits for its second read.
+    store_pack<T, kVec, kStream>(yg + offset(e0), out);
   };
 
   if (active) {
@@ -181,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
         if (vi < last) store(vi, held[i]);
       }
     } else {
-      stream_slice([&](int vi, const float(&v)[kVec]) { store(vi, v); });
+      stream_slice([&](int vi, const float(&v)[kVec]) { store(vi, v); }, L2Hint::kDrop);
     }
   }
   if constexpr (kCluster > 1) cluster_wait();

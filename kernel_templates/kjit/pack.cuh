@@ -41,6 +41,40 @@ __forceinline__ Pack<T, V> load_pack(const T* p) {
   return r;
 }
 
+// L2 eviction priorities for streaming passes (sm_80+): evict_last for data read again soon (a
+// statistics pass whose second read should hit L2), evict_first for data read for the last time.
+enum class L2Hint { kNone, kKeep, kDrop };
+
+__forceinline__ unsigned long long l2_policy(L2Hint h) {
+  unsigned long long p = 0;
+#if __CUDA_ARCH__ >= 800
+  if (h == L2Hint::kKeep) {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  } else if (h == L2Hint::kDrop) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  }
+#endif
+  return p;
+}
+
+// load_pack with an L2 cache policy from l2_policy (16-byte packs; others load plainly).
+template <class T, int V>
+__forceinline__ Pack<T, V> load_pack_hinted(const T* p, unsigned long long policy) {
+#if __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) * V == 16) {
+    uint4 w;
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                 : "l"(p), "l"(policy));
+    Pack<T, V> r;
+    *reinterpret_cast<uint4*>(&r) = w;
+    return r;
+  }
+#endif
+  (void)policy;
+  return load_pack<T, V>(p);
+}
+
 __forceinline__ unsigned bits_of(float v) {
   return __float_as_uint(v);
 }
@@ -61,12 +95,17 @@ __forceinline__ unsigned word_of(const Pack<T, V>& v, int k) {
   }
 }
 
-// Builds the vector register first so the store is one st.global.v4 (or v2 / scalar).
-template <class T, int V>
+// Builds the vector register first so the store is one st.global.v4 (or v2 / scalar). kStreaming:
+// st.global.cs (evict-first in L2), for outputs that should not push out data still to be read.
+template <class T, int V, bool kStreaming = false>
 __forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
   constexpr int kBytes = sizeof(T) * V;
   // Inline PTX: NVVM split a plain uint4 store of assembled words into scalar stores.
-  if constexpr (kBytes == 16) {
+  if constexpr (kBytes == 16 && kStreaming) {
+    asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(word_of(v, 0)),
+                 "r"(word_of(v, 1)), "r"(word_of(v, 2)), "r"(word_of(v, 3))
+                 : "memory");
+  } else if constexpr (kBytes == 16) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(word_of(v, 0)),
                  "r"(word_of(v, 1)), "r"(word_of(v, 2)), "r"(word_of(v, 3))
                  : "memory");

@@ -88,9 +88,16 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(seed.team == seed.threads);
   CHECK(seed.cluster <= 2);
   CHECK_FALSE(seed.stream);
+  // 32 groups of 1 MB in a 32 MB tensor: streamed in 8-CTA clusters, the second read from L2.
   GroupNormConfig big = cfg({1, 128, 256, 256}, 32);
-  CHECK(big.cluster > 1);  // a cluster per group
-  CHECK_FALSE(big.stream);
+  CHECK(big.cluster == 8);
+  CHECK(big.stream);
+  CHECK_FALSE(big.smem);
+  // 64 of them: staged in shared memory, a 16-CTA cluster per group.
+  GroupNormConfig bigger = cfg({2, 128, 256, 256}, 32);
+  CHECK(bigger.cluster == 16);
+  CHECK(bigger.smem);
+  CHECK_FALSE(bigger.stream);
   GroupNormConfig huge = cfg({1, 64, 1024, 1024}, 1);
   CHECK(huge.stream);  // beyond a cluster's registers
   GroupNormConfig ampere = kjit::ops::group_norm_heuristic(
