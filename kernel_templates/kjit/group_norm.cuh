@@ -5,7 +5,10 @@
 // distributed shared memory) for large groups. The team holds its slice of the group in
 // registers (kIters vectors of kVec elements per thread), so x is read once and y written once,
 // and the statistics are exact two-pass (mean, then squared deviations) over the on-chip copy.
-// Groups too large for a cluster's registers stream (kStream): two reads, one write.
+// Groups too large for a cluster's registers stream (kStream): two reads, one write. kKeepL2 (the
+// host sets it when the tensor fits in L2): the first read asks L2 to keep x for the second, which
+// drops it, and y is stored evict-first. Without it, a tensor larger than L2 would leave its last
+// 60 MB marked evict-last for later kernels.
 #pragma once
 
 #include "kjit/gn_stats.cuh"
@@ -18,7 +21,7 @@ namespace kjit {
 // One team per group; grid.x = ceil(N*G / teams per CTA) * kCluster.
 template <class T, class P, bool kNHWC, int kCg, long long kS, int kThreads, int kTpg, int kVec,
           int kIters, int kCluster, bool kStream, bool kHasW, bool kHasB, bool kSilu,
-          bool kSmemAffine>
+          bool kSmemAffine, bool kKeepL2>
 __global__ void __launch_bounds__(kThreads)
     gn_fwd(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
            const P* __restrict__ b, float eps, int G, long long num_groups) {
@@ -73,15 +76,22 @@ __global__ void __launch_bounds__(kThreads)
 
   // Streaming: this thread's vectors of the CTA's share, kIters loads in flight at a time (all
   // issued before fn runs: fn may store, and a store's asm memory clobber would otherwise keep
-  // the next load behind it). The first pass asks L2 to keep x for the second, which drops it.
+  // the next load behind it).
   auto stream_slice = [&](auto&& fn, L2Hint hint) {
-    const unsigned long long policy = l2_policy(hint);
+    const unsigned long long policy = kKeepL2 ? l2_policy(hint) : 0ull;
     for (int v0 = first + t; v0 < last; v0 += kTpg * kIters) {
       Pack<T, kVec> p[kIters];
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
         const int vi = v0 + i * kTpg;
-        if (vi < last) p[i] = load_pack_hinted<T, kVec>(xg + offset(vi * kVec), policy);
+        if (vi < last) {
+          const T* src = xg + offset(vi * kVec);
+          if constexpr (kKeepL2) {
+            p[i] = load_pack_hinted<T, kVec>(src, policy);
+          } else {
+            p[i] = load_pack<T, kVec>(src);
+          }
+        }
       }
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
@@ -180,7 +190,7 @@ __global__ void __launch_bounds__(kThreads)
       out.v[j] = from_float<T>(apply(vals[j], c));
     }
     // Streaming y evicts first from L2, where x waits for its second read.
-    store_pack<T, kVec, kStream>(yg + offset(e0), out);
+    store_pack<T, kVec, kStream && kKeepL2>(yg + offset(e0), out);
   };
 
   if (active) {

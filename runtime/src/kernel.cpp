@@ -12,7 +12,8 @@ std::string describe(const detail::LoadedKernel& k, const LaunchConfig& c) {
     return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
   };
   return k.instantiation + " grid " + d3(c.grid) + " block " + d3(c.block) + " cluster " +
-         d3(c.cluster) + " shared " + std::to_string(c.shared_bytes) + " B";
+         d3(c.cluster) + " shared " + std::to_string(c.shared_bytes) + " B" +
+         (c.programmatic ? " programmatic" : "");
 }
 
 [[noreturn]] void launch_failed(const detail::LoadedKernel& k, const LaunchConfig& c,

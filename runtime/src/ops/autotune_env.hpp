@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace kjit::ops::detail {
 
@@ -22,6 +23,13 @@ inline bool env_pdl() {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   return on;
+}
+
+// Programmatic launch for kernels compiled for `arch` ("sm_90", "compute_90", ...): only when the
+// code was built for sm_90+, where kjit/pdl.cuh's wait is compiled in (below, it is empty).
+inline bool use_pdl(const std::string& arch) {
+  const size_t u = arch.find('_');
+  return env_pdl() && u != std::string::npos && std::atoi(arch.c_str() + u + 1) >= 90;
 }
 
 }  // namespace kjit::ops::detail

@@ -136,7 +136,7 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->launch.block.x = static_cast<unsigned>(c.threads);
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
   plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
-  plan->launch.programmatic = rt.props().cc() >= 90 && env_pdl();
+  plan->launch.programmatic = use_pdl(rt.arch());
   plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
   kjit::detail::ContextGuard guard(rt.context());
   plan->runnable = set_attributes(rt, *plan);

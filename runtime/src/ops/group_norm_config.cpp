@@ -175,7 +175,7 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
     set_smem_affine(p, &c);
     return c;
   }
-  // 17-33 groups of >= 32768 vectors (1 MB fp32, 512 KB bf16) in a tensor L2 holds: streamed in
+  // 17-33 groups of >= 32768 16-byte vectors (512 KB) in a tensor L2 holds: streamed in
   // 8-CTA clusters, two reads of x with the second served from L2 (the first asks L2 to keep x,
   // y is stored evict-first). 256 CTAs load more at once than 3 staged 64 KB slices per SM. H200
   // sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3 vs 20.6; at 64 groups
@@ -418,7 +418,9 @@ Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
       .value(p.has_weight)
       .value(p.has_bias)
       .value(p.activation == Activation::SiLU)
-      .value(affine && c.smem_affine);
+      .value(affine && c.smem_affine)
+      .value(c.stream &&
+             p.N * p.C * p.S * static_cast<int64_t>(dtype_size(p.dtype)) <= kStreamL2Bytes);
   return s;
 }
 

@@ -287,7 +287,7 @@ void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c
   plan->launch.grid.x = static_cast<unsigned>((p.M + c.rows() - 1) / c.rows());
   plan->launch.block.x = static_cast<unsigned>(c.threads);
   plan->launch.shared_bytes = static_cast<unsigned>(smem);
-  plan->launch.programmatic = rt.props().cc() >= 90 && env_pdl();
+  plan->launch.programmatic = use_pdl(rt.arch());
   plan->kernel = rt.kernel(gn_min_spec(p, c), stream);
   if (!c.split) return;
   // A thread per 1 or 4 rows; about 8 CTAs per SM in all, each walking a share of the channels.
@@ -357,6 +357,7 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
   LinearGnMinInfo info;
   info.config = plan.config;
   info.kernel = plan.kernel.instantiation();
+  if (plan.config.split) info.kernel += " + " + plan.broadcast.instantiation();
   info.gemm_algo = lt::describe(plan.gemm.algo);
   info.gemm_source = plan.gemm.source;
   info.gemm_bias_epilogue = plan.gemm.bias_epilogue;

@@ -110,7 +110,7 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
 // What prepare chose for a problem.
 struct LinearGnMinInfo {
   GnMinConfig config;               // the fused kernel's launch shape
-  std::string kernel;               // its instantiation
+  std::string kernel;               // its instantiation (" + " the broadcast kernel's when split)
   std::string gemm_algo;            // the cuBLASLt algorithm (id, tile, stages, split-k, ...)
   std::string gemm_source;          // "heuristic", "autotuned", or "cache" (autotuned earlier)
   bool gemm_bias_epilogue = true;   // cuBLASLt adds linear_bias (false: the fused kernel does)
