@@ -170,15 +170,25 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
 
 // ---- linear_gn_min ----------------------------------------------------------------------------
 // Fields: M, K, N, groups (required), dtype (f32; bf16 means x and weight are given as bf16, i.e.
-// precision bf16-inputs), precision (fp32, or tf32 / bf16-inputs). The cuBLASLt GEMM needs no
-// NVRTC compile; only the fused GroupNorm/min/bias kernel does, exactly what
+// precision bf16-inputs), precision (fp32, or tf32 / bf16-inputs), bias_add (auto, epilogue,
+// kernel: LinearGnMinOptions::bias_add; kernel compiles the kernels that add the Linear's bias,
+// auto and epilogue those that do not, and autotuning under auto tries both). The cuBLASLt GEMM
+// needs no NVRTC compile; only the fused GroupNorm/min/bias kernel does, exactly what
 // ops::linear_gn_min compiles: gn_min_specs of the heuristic's config (or of every autotune
 // candidate, with and without linear_bias) for the target's compute capability and SM count
 // (ctx.sm_count). `aligned` here is the output pointer's 16-byte alignment (the kernel's vector
 // stores); x, weight and the biases only change the GEMM's algorithm.
 OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   using namespace kjit::ops;
-  Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups"});
+  Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups", "bias_add"});
+  const std::string bias_add = lower(f.string("bias_add", "auto"));
+  if (bias_add != "auto" && bias_add != "epilogue" && bias_add != "kernel")
+    throw EntryError("bias_add", "'" + bias_add + "' is not auto, epilogue or kernel");
+  // The kernel variants a call compiles: without the bias (epilogue; auto's default), with it
+  // (kernel), both when autotuning under auto.
+  std::vector<bool> adds_bias;
+  if (bias_add != "kernel") adds_bias.push_back(false);
+  if (bias_add == "kernel" || (bias_add == "auto" && ctx.all_candidates)) adds_bias.push_back(true);
   const DType dtype = dtype_field(f, "dtype", "f32");
   if (dtype != DType::F32 && dtype != DType::BF16)
     throw EntryError("dtype", std::string("'") + dtype_name(dtype) +
@@ -222,15 +232,16 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   out.specs = distinct_specs(
       ctx,
       [&](bool out_aligned) {
-        if (!ctx.all_candidates)
-          return std::vector<GnMinConfig>{gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned)};
-        // Autotuning also times the GEMM without the bias epilogue: the kernels that add it.
-        std::vector<GnMinConfig> all = gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned);
-        const size_t n = all.size();
-        for (size_t i = 0; i < n; ++i) {
-          all.push_back(all[i]);
-          all.back().linear_bias = true;
-        }
+        const std::vector<GnMinConfig> base =
+            ctx.all_candidates
+                ? gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned)
+                : std::vector<GnMinConfig>{gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned)};
+        std::vector<GnMinConfig> all;
+        for (bool lb : adds_bias)
+          for (GnMinConfig c : base) {
+            c.linear_bias = lb;
+            all.push_back(c);
+          }
         return all;
       },
       [&](const GnMinConfig& c) { return gn_min_specs(p, c); });

@@ -196,6 +196,8 @@ TEST_CASE("bad linear_gn_min entries name their field") {
   CHECK(error_field(with(ok, "precision", "tf32")) == "<none>");
   CHECK(error_field(with(ok, "dtype", "bf16")) == "<none>");
   CHECK(error_field(with(ok, "G", 512)) == "G");  // the field is "groups" (g=/G= in the short form)
+  CHECK(error_field(with(ok, "bias_add", "later")) == "bias_add");
+  CHECK(error_field(with(ok, "bias_add", "Kernel")) == "<none>");
   json no_k = ok;
   no_k.erase("K");
   CHECK(error_field(no_k) == "K");
@@ -205,6 +207,42 @@ TEST_CASE("bad linear_gn_min entries name their field") {
   } catch (const EntryError& e) {
     CHECK(std::string(e.what()) == "N = 8192 is not divisible by groups = 500");
   }
+}
+
+TEST_CASE("linear_gn_min bias_add picks the kernels that add the Linear's bias, or not") {
+  const json seed = {{"op", "linear_gn_min"}, {"M", 1024}, {"K", 8192}, {"N", 8192}, {"groups", 512}};
+  kjit::ops::LinearGnMinProblem p;
+  p.M = 1024;
+  p.K = 8192;
+  p.N = 8192;
+  p.G = 512;
+  OpContext ctx;
+  ctx.cc = 90;
+  ctx.sm_count = 132;
+  auto specs_of = [&](kjit::ops::GnMinConfig c, bool lb) {
+    c.linear_bias = lb;
+    return names(gn_min_specs(p, c));
+  };
+  const auto h = kjit::ops::gn_min_heuristic(p, 90, 132, true);
+  // auto and epilogue: what a call compiles by default (cuBLASLt's epilogue adds the bias).
+  CHECK(names(problem_specs(seed, ctx).specs) == specs_of(h, false));
+  CHECK(names(problem_specs(with(seed, "bias_add", "epilogue"), ctx).specs) == specs_of(h, false));
+  // kernel: the row kernel adds it (the broadcast kernel is the same either way).
+  const auto k = names(problem_specs(with(seed, "bias_add", "kernel"), ctx).specs);
+  CHECK(k == specs_of(h, true));
+  CHECK(k != specs_of(h, false));
+  // Every candidate: auto tries both variants, epilogue and kernel one each.
+  ctx.all_candidates = true;
+  std::set<std::string> both, without, with_lb;
+  for (const auto& c : kjit::ops::gn_min_candidates(p, 90, 132, true)) {
+    for (const auto& s : specs_of(c, false)) without.insert(s);
+    for (const auto& s : specs_of(c, true)) with_lb.insert(s);
+  }
+  both = without;
+  both.insert(with_lb.begin(), with_lb.end());
+  CHECK(names(problem_specs(seed, ctx).specs) == both);
+  CHECK(names(problem_specs(with(seed, "bias_add", "epilogue"), ctx).specs) == without);
+  CHECK(names(problem_specs(with(seed, "bias_add", "kernel"), ctx).specs) == with_lb);
 }
 
 TEST_CASE("manifests: object or array, optional archs, default manifest holds known ops") {
