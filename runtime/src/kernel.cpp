@@ -38,13 +38,8 @@ void raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c, const de
   }
 }
 
-}  // namespace
-
-void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const {
-  if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
-  const detail::Driver& d = detail::driver();
-  raise_limits(*k_, c, d);
-  CUlaunchAttribute attr[2];
+// The driver's form of c on `stream`; attrs (room for 2) holds its attributes.
+CUlaunchConfig driver_config(const LaunchConfig& c, CUstream stream, CUlaunchAttribute* attr) {
   CUlaunchConfig cfg{};
   cfg.gridDimX = c.grid.x;
   cfg.gridDimY = c.grid.y;
@@ -67,9 +62,43 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
     ++cfg.numAttrs;
   }
   if (cfg.numAttrs > 0) cfg.attrs = attr;
+  return cfg;
+}
+
+}  // namespace
+
+void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const {
+  if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
+  const detail::Driver& d = detail::driver();
+  raise_limits(*k_, c, d);
+  CUlaunchAttribute attr[2];
+  const CUlaunchConfig cfg = driver_config(c, stream, attr);
   detail::ContextGuard guard(k_->ctx);
   CUresult r = d.cuLaunchKernelEx_fn(&cfg, k_->fn, params, nullptr);
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
+}
+
+bool Kernel::fits(const LaunchConfig& c) const {
+  if (!k_) throw Error(Errc::InvalidArgument, "fits() of an empty kjit::Kernel");
+  const detail::Driver& d = detail::driver();
+  detail::ContextGuard guard(k_->ctx);
+  try {
+    raise_limits(*k_, c, d);
+  } catch (const Error&) {
+    return false;  // e.g. more dynamic shared memory than the device gives one block
+  }
+  int n = 0;
+  if (c.cluster.x * c.cluster.y * c.cluster.z <= 1) {
+    const unsigned threads = c.block.x * c.block.y * c.block.z;
+    return d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&n, k_->fn, static_cast<int>(threads),
+                                                            c.shared_bytes) == CUDA_SUCCESS &&
+           n > 0;
+  }
+  LaunchConfig shape = c;
+  shape.programmatic = false;  // the occupancy query needs the cluster shape only
+  CUlaunchAttribute attr[2];
+  const CUlaunchConfig cfg = driver_config(shape, nullptr, attr);
+  return d.cuOccupancyMaxActiveClusters_fn(&n, k_->fn, &cfg) == CUDA_SUCCESS && n > 0;
 }
 
 CUfunction Kernel::function() const {

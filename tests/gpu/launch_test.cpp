@@ -95,6 +95,30 @@ TEST_CASE("dynamic shared memory above 48 KB is enabled for the launch") {
   for (int b = 0; b < 8; ++b) CHECK(y[b] == b + bytes);
 }
 
+TEST_CASE("fits() says whether the device can run a launch shape") {
+  auto& rt = runtime();
+  kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_big_smem");
+  s.value(100 * 1024);
+  kjit::Kernel k = rt.kernel(s);
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = 8;
+  cfg.block.x = 256;
+  cfg.shared_bytes = 100 * 1024;
+  CHECK(k.fits(cfg));  // raises the 48 KB default limit, as a launch would
+  cfg.shared_bytes = static_cast<unsigned>(rt.props().max_smem_per_block_optin) + 1024;
+  CHECK_FALSE(k.fits(cfg));  // more shared memory than a block may have
+  cfg.shared_bytes = 0;
+  cfg.block.x = 4096;  // over the 1024-thread limit
+  CHECK_FALSE(k.fits(cfg));
+  if (rt.props().cluster_launch) {
+    cfg.block.x = 128;
+    cfg.cluster.x = 4;
+    cfg.grid.x = 8;
+    CHECK(k.fits(cfg));
+  }
+  CHECK_KJIT_ERROR(kjit::Kernel().fits(cfg), kjit::Errc::InvalidArgument);
+}
+
 TEST_CASE("a refused launch names the kernel and the configuration") {
   auto& rt = runtime();
   kjit::Stream stream(rt);

@@ -35,6 +35,11 @@ class Kernel {
   // the kernel and the configuration when the driver refuses the launch. Capturable in graphs.
   void launch(CUstream stream, const LaunchConfig& cfg, void** params) const;
 
+  // Whether the device can run at least one CTA (with clusters: one cluster) of cfg at a time.
+  // Raises the function's limits cfg needs, as launch() would; false when the driver refuses
+  // them (e.g. more shared memory than a block may have) or the occupancy query fails.
+  bool fits(const LaunchConfig& cfg) const;
+
   template <class... Args>
   void operator()(CUstream stream, const LaunchConfig& cfg, const Args&... args) const {
     std::array<void*, sizeof...(Args)> p{{const_cast<void*>(static_cast<const void*>(&args))...}};

@@ -1,13 +1,10 @@
 // GroupNorm op: validation, plan lookup (hot path), launch.
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
-#include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "op_state.hpp"
-#include "ops/autotune_env.hpp"
+#include "ops/env.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -67,61 +64,6 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                forced ? forced->held : 0};
 }
 
-namespace {
-
-// Opts the kernel into what its launch needs: more than 48 KB of shared memory, clusters over 8.
-// False when the device cannot give it.
-bool set_attributes(Runtime& rt, const GnPlan& plan) {
-  const kjit::detail::Driver& d = kjit::detail::driver();
-  if (plan.launch.shared_bytes > 48 * 1024) {
-    if (plan.launch.shared_bytes > static_cast<unsigned>(rt.props().max_smem_per_block_optin))
-      return false;
-    if (d.cuFuncSetAttribute_fn(plan.kernel.function(),
-                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                static_cast<int>(plan.launch.shared_bytes)) != CUDA_SUCCESS)
-      return false;
-  }
-  if (plan.launch.cluster.x > 8 &&
-      d.cuFuncSetAttribute_fn(plan.kernel.function(),
-                              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                              1) != CUDA_SUCCESS)
-    return false;
-  return true;
-}
-
-// How many clusters (CTAs when cluster == 1) of the plan the device runs at once; 0 if none.
-int64_t resident_clusters(Runtime& rt, const GnPlan& plan) {
-  const kjit::detail::Driver& d = kjit::detail::driver();
-  if (plan.launch.cluster.x <= 1) {
-    int blocks = 0;
-    if (d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&blocks, plan.kernel.function(),
-                                                         static_cast<int>(plan.launch.block.x),
-                                                         plan.launch.shared_bytes) != CUDA_SUCCESS)
-      return 0;
-    return int64_t{blocks} * rt.props().sm_count;
-  }
-  if (!rt.props().cluster_launch) return 0;
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = plan.launch.cluster.x;
-  attr.value.clusterDim.y = 1;
-  attr.value.clusterDim.z = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = plan.launch.grid.x;
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = plan.launch.block.x;
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = plan.launch.shared_bytes;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (d.cuOccupancyMaxActiveClusters_fn(&clusters, plan.kernel.function(), &cfg) != CUDA_SUCCESS)
-    return 0;
-  return clusters;
-}
-
-}  // namespace
-
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream) {
   auto plan = std::make_unique<GnPlan>();
@@ -138,14 +80,8 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
   plan->launch.programmatic = use_pdl(rt.arch());
   plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
-  kjit::detail::ContextGuard guard(rt.context());
-  plan->runnable = set_attributes(rt, *plan);
-  plan->runnable = plan->runnable && resident_clusters(rt, *plan) > 0;
+  plan->runnable = plan->kernel.fits(plan->launch);
   return plan;
-}
-
-bool launchable(Runtime&, const GnPlan& plan) {
-  return plan.runnable;
 }
 
 }  // namespace detail
@@ -161,7 +97,7 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
     if (forced) {
       validate_config(p, *forced, rt.props().cc(), aligned);
       auto plan = detail::build_plan(rt, p, *forced, stream);
-      if (!detail::launchable(rt, *plan))
+      if (!plan->runnable)
         bad(p, "config " + forced->describe() + " cannot be scheduled on " + rt.props().name);
       return plan;
     }
@@ -170,7 +106,7 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
     // first candidate it can.
     for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
       auto plan = detail::build_plan(rt, p, c, stream);
-      if (detail::launchable(rt, *plan)) return plan;
+      if (plan->runnable) return plan;
     }
     bad(p, "no launchable configuration on " + rt.props().name);
   });

@@ -75,7 +75,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       if (e.code() == Errc::InvalidArgument) throw;
       continue;  // a candidate that does not compile or load is skipped, not fatal
     }
-    if (!launchable(rt, *plan)) continue;
+    if (!plan->runnable) continue;
     const float ms = time_plan(rt, *plan, s, params);
     if (ms < best_ms) {
       best_ms = ms;

@@ -23,7 +23,8 @@ struct GnPlan {
   GroupNormConfig config;
   int groups = 0;
   long long num_groups = 0;
-  bool runnable = false;  // the device can schedule it (shared memory, cluster occupancy)
+  bool runnable =
+      false;  // Kernel::fits: the device can schedule it (a config it cannot is skipped)
 };
 
 using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
@@ -33,9 +34,6 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
 // Loads the kernel for config c and computes the launch (grid, smem, cluster).
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
-// True when the device can run the plan (shared memory, cluster occupancy); a config it cannot
-// is skipped.
-bool launchable(Runtime& rt, const GnPlan& plan);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
 GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps);
 

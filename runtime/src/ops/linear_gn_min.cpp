@@ -9,7 +9,7 @@
 #include "kjit/error.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "op_state.hpp"
-#include "ops/autotune_env.hpp"
+#include "ops/env.hpp"
 
 namespace kjit::ops {
 
@@ -24,10 +24,6 @@ namespace {
 
 size_t ab_size(Precision pr) {
   return pr == Precision::Bf16Inputs ? 2 : 4;
-}
-
-size_t round256(size_t v) {
-  return (v + 255) / 256 * 256;
 }
 
 int64_t align_class(const void* ptr, size_t esz) {
@@ -129,8 +125,7 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
   throw_if_capturing(stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
   return *st.plans.find_or_build(key, [&] {
     auto plan = std::make_unique<detail::LgmPlan>();
-    plan->y_bytes = round256(static_cast<size_t>(p.M * p.N) * 4);
-    plan->mins_bytes = round256(static_cast<size_t>(p.M) * 4);
+    plan->ws = detail::LgmWorkspace::of(p);
     if (key.autotune) {
       detail::autotune(rt, st, p, key, eps, plan.get());
     } else {
@@ -310,7 +305,7 @@ void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const fl
     plan.kernel.launch(stream, plan.launch, params);
     return;
   }
-  float* mins = reinterpret_cast<float*>(y + plan.y_bytes);
+  float* mins = reinterpret_cast<float*>(y + plan.ws.y_bytes);
   void* params[] = {&yp, &lb, &gamma, &beta, &bias, &eps, &mins, &M};
   plan.kernel.launch(stream, plan.launch, params);
   const float* cmins = mins;
@@ -323,8 +318,7 @@ void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const fl
 
 size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p) {
   validate(p);
-  return round256(static_cast<size_t>(p.M * p.N) * 4) + round256(static_cast<size_t>(p.M) * 4) +
-         kLinearGnMinGemmWorkspace;
+  return detail::LgmWorkspace::of(p).bytes();
 }
 
 void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
@@ -339,11 +333,11 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
               reinterpret_cast<uintptr_t>(out) % 16 == 0, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
   // The plan knows the workspace size: no second validation on the hot path.
-  const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr)
-                               : st.workspace(rt, stream, plan.workspace_bytes());
+  const CUdeviceptr y =
+      ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : st.workspace(rt, stream, plan.ws.bytes());
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
-  detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.lt_offset(), stream, h);
+  detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
   detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream);
 }
 

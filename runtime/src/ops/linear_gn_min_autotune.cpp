@@ -97,7 +97,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
                N = static_cast<size_t>(p.N);
   DeviceBuffer x(rt, M * K * ab + 256), w(rt, N * K * ab + 256), lb(rt, N * 4 + 256);
   DeviceBuffer gamma(rt, N * 4), beta(rt, N * 4), bias(rt, N * 4), out(rt, M * N * 4 + 16);
-  DeviceBuffer ws(rt, plan->workspace_bytes());
+  DeviceBuffer ws(rt, plan->ws.bytes());
   x.fill_bytes(0x3c);  // 0.0115 in fp32 and bf16
   w.fill_bytes(0x3c);
   lb.fill_bytes(0x3c);
@@ -108,7 +108,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   const void* wp = reinterpret_cast<const void*>(w.ptr() + key.align_w % 256);
   const void* lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
   float* outp = reinterpret_cast<float*>(out.ptr() + (key.out_aligned ? 0 : 4));
-  const CUdeviceptr y = ws.ptr(), lt_ws = ws.ptr() + plan->lt_offset();
+  const CUdeviceptr y = ws.ptr(), lt_ws = ws.ptr() + plan->ws.lt_offset();
   Stream s(rt);
   cublasLtHandle_t h = st.handle(rt);
   kjit::detail::ContextGuard guard(rt.context());
@@ -165,8 +165,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   for (const GnMinConfig& c : cands) {
     LgmPlan trial;
     trial.gemm.bias_epilogue = plan->gemm.bias_epilogue;
-    trial.y_bytes = plan->y_bytes;
-    trial.mins_bytes = plan->mins_bytes;
+    trial.ws = plan->ws;
     try {
       build_kernel(rt, p, c, nullptr, &trial);
     } catch (const Error& e) {

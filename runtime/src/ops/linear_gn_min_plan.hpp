@@ -42,6 +42,19 @@ struct LgmGemm {
   std::string source;    // "heuristic", "autotuned", "cache"
 };
 
+// The workspace of a call: Y, then the row minima, then cuBLASLt's (each part rounded up to 256
+// bytes). linear_gn_min_workspace_size is bytes().
+struct LgmWorkspace {
+  size_t y_bytes = 0;
+  size_t mins_bytes = 0;
+  static LgmWorkspace of(const LinearGnMinProblem& p) {
+    auto round256 = [](size_t v) { return (v + 255) / 256 * 256; };
+    return {round256(static_cast<size_t>(p.M * p.N) * 4), round256(static_cast<size_t>(p.M) * 4)};
+  }
+  size_t lt_offset() const { return y_bytes + mins_bytes; }
+  size_t bytes() const { return lt_offset() + kLinearGnMinGemmWorkspace; }
+};
+
 struct LgmPlan {
   LgmGemm gemm;
   Kernel kernel;
@@ -50,11 +63,7 @@ struct LgmPlan {
   LaunchConfig broadcast_launch;
   GnMinConfig config;
   int channels = 0;  // N, for the broadcast kernel
-  // The workspace: Y, then the row minima, then cuBLASLt's (each part rounded up to 256 bytes).
-  size_t y_bytes = 0;
-  size_t mins_bytes = 0;
-  size_t lt_offset() const { return y_bytes + mins_bytes; }
-  size_t workspace_bytes() const { return lt_offset() + kLinearGnMinGemmWorkspace; }
+  LgmWorkspace ws;
 };
 
 // Per-runtime state, a member of Runtime::OpState.
