@@ -30,6 +30,13 @@ struct GnSmemLayout {
   }
 };
 
+// CTAs per SM the register budget is cut for: held vectors (4 registers each) leave up to 64
+// (held <= 8) or 128 (held <= 16) registers per thread; without them, one CTA is enough.
+constexpr int gn_smem_min_blocks(int threads, int held) {
+  const int per_thread = held > 8 ? 128 : 64;
+  return held == 0 || threads * per_thread > 65536 ? 1 : 65536 / (threads * per_thread);
+}
+
 // x, y: [N, C, S]; w, b: [C] or null. grid.x = N * G * kCluster; x, y 16-byte aligned and
 // Cg * S a multiple of 16 / sizeof(T).
 //
@@ -39,7 +46,7 @@ struct GnSmemLayout {
 // leaves 32 such groups in two waves).
 template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld,
           int kCluster, bool kHasW, bool kHasB, bool kSilu>
-__global__ void __launch_bounds__(kThreads, kHeld > 0 ? 65536 / (kThreads * 64) : 1)
+__global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
     gn_fwd_smem(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
                 const P* __restrict__ b, float eps, int G, long long num_groups) {
   constexpr int kVec = 16 / sizeof(T);
@@ -103,7 +110,9 @@ __global__ void __launch_bounds__(kThreads, kHeld > 0 ? 65536 / (kThreads * 64) 
 #pragma unroll 4
     for (int k = 0; k < kPer; ++k) {
       const int i = t + k * kThreads;
-      if (i < count) fn(i, data[i]);
+      // load_pack: one 16-byte shared load (copying data[i] itself gave 8 ld.shared.u16 per
+      // bf16 vector, which tripled the kernel's instruction count).
+      if (i < count) fn(i, load_pack<T, kVec>(reinterpret_cast<const T*>(data + i)));
     }
 #pragma unroll
     for (int r = 0; r < kHeld; ++r) {
