@@ -106,6 +106,16 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
+  // This thread's first channel's weight and bias, fetched now: loaded after the statistics,
+  // their latency would add to every group's critical path.
+  float w0 = 1.f, b0 = 0.f;
+  if constexpr (kAffine && kSmemAffine) {
+    if (t < kCg) {
+      if constexpr (kHasW) w0 = to_float(w[g * kCg + t]);
+      if constexpr (kHasB) b0 = to_float(b[g * kCg + t]);
+    }
+  }
+
   float mean, rstd;
   float held[kStream ? 1 : kIters][kVec];
   gn::Stat st{0.f, 0.f, 0.f};
@@ -162,8 +172,9 @@ __global__ void __launch_bounds__(kThreads)
   float* my_ss = ss + team * 2 * kCg;
   if constexpr (kAffine && kSmemAffine) {
     for (int c = t; c < kCg; c += kTpg) {
-      my_ss[c] = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
-      my_ss[kCg + c] = kHasB ? to_float(b[g * kCg + c]) : 0.f;
+      const bool first_c = c == t;
+      my_ss[c] = (first_c ? w0 : kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
+      my_ss[kCg + c] = first_c ? b0 : kHasB ? to_float(b[g * kCg + c]) : 0.f;
     }
     gn::team_barrier<kThreads, kTpg>();
   }
