@@ -167,28 +167,50 @@ __global__ void __launch_bounds__(kThreads)
   // Peers may still read this CTA's slots: arrive now, wait before exiting.
   if constexpr (kCluster > 1) cluster_arrive();
 
-  // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. Folding the mean into the shift
-  // (x * scale + (b - mean * scale)) saves a subtraction but cancels badly when |mean| >> std.
+  // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. fp32 outputs keep that form: folding
+  // the mean into the shift (x * scale + (b - mean * scale)) cancels badly when |mean| >> std.
+  // 16-bit outputs fold it (gn::Fold): their inputs' rounding is far coarser than the fold's.
+  using Fold = gn::Fold<T, kSilu>;
   float* my_ss = ss + team * 2 * kCg;
   if constexpr (kAffine && kSmemAffine) {
     for (int c = t; c < kCg; c += kTpg) {
       const bool first_c = c == t;
-      my_ss[c] = (first_c ? w0 : kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
-      my_ss[kCg + c] = first_c ? b0 : kHasB ? to_float(b[g * kCg + c]) : 0.f;
+      const float sc = (first_c ? w0 : kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
+      const float shift = first_c ? b0 : kHasB ? to_float(b[g * kCg + c]) : 0.f;
+      if constexpr (Fold::kOn) {
+        Fold::coef(sc, shift, mean, &my_ss[c], &my_ss[kCg + c]);
+      } else {
+        my_ss[c] = sc;
+        my_ss[kCg + c] = shift;
+      }
     }
     gn::team_barrier<kThreads, kTpg>();
   }
+  float a_plain = 0.f, c_plain = 0.f;  // no affine, folded
+  if constexpr (Fold::kOn && !kAffine) Fold::coef(rstd, 0.f, mean, &a_plain, &c_plain);
   auto apply = [&](float v, int c) -> float {
-    float z;
-    if constexpr (!kAffine) {
-      z = (v - mean) * rstd;
-    } else if constexpr (kSmemAffine) {
-      z = fmaf(v - mean, my_ss[c], my_ss[kCg + c]);
+    if constexpr (Fold::kOn) {
+      float a = a_plain, cc = c_plain;
+      if constexpr (kAffine && kSmemAffine) {
+        a = my_ss[c];
+        cc = my_ss[kCg + c];
+      } else if constexpr (kAffine) {
+        Fold::coef((kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd,
+                   kHasB ? to_float(b[g * kCg + c]) : 0.f, mean, &a, &cc);
+      }
+      return Fold::act(fmaf(v, a, cc));
     } else {
-      const float sc = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
-      z = fmaf(v - mean, sc, kHasB ? to_float(b[g * kCg + c]) : 0.f);
+      float z;
+      if constexpr (!kAffine) {
+        z = (v - mean) * rstd;
+      } else if constexpr (kSmemAffine) {
+        z = fmaf(v - mean, my_ss[c], my_ss[kCg + c]);
+      } else {
+        const float sc = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
+        z = fmaf(v - mean, sc, kHasB ? to_float(b[g * kCg + c]) : 0.f);
+      }
+      return kSilu ? gn::silu<T>(z) : z;
     }
-    return kSilu ? gn::silu<T>(z) : z;
   };
   auto store = [&](int vi, const float(&vals)[kVec]) {
     Pack<T, kVec> out;

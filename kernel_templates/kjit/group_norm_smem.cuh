@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
   if constexpr (kCluster > 1) cluster_arrive();  // peers may still read slots until the end
 
   T* __restrict__ yg = y + group * kL + static_cast<long long>(first) * kVec;
+  using Fold = gn::Fold<T, kSilu>;
   auto store = [&](int i, const V& v) {
     const int e0 = (first + i) * kVec;
     const int c0 = static_cast<int>(e0 / kS);
@@ -151,9 +152,16 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int c = kS % kVec == 0 ? c0 : static_cast<int>((e0 + j) / kS);
-      float z = to_float(v.v[j]) - mean;
-      z = kAffine ? fmaf(z, aff[c] * rstd, aff[kCg + c]) : z * rstd;
-      out.v[j] = from_float<T>(kSilu ? gn::silu<T>(z) : z);
+      const float sc = kAffine ? aff[c] * rstd : rstd;
+      const float shift = kAffine ? aff[kCg + c] : 0.f;
+      if constexpr (Fold::kOn) {  // 16-bit: y = act(x * a + c), see gn::Fold
+        float a, cc;
+        Fold::coef(sc, shift, mean, &a, &cc);
+        out.v[j] = from_float<T>(Fold::act(fmaf(to_float(v.v[j]), a, cc)));
+      } else {
+        const float z = fmaf(to_float(v.v[j]) - mean, sc, shift);
+        out.v[j] = from_float<T>(kSilu ? gn::silu<T>(z) : z);
+      }
     }
     store_pack<T, kVec>(yg + static_cast<long long>(i) * kVec, out);
   };
