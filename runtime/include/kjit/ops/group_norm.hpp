@@ -51,7 +51,7 @@ struct GroupNormConfig {
   // registers: each CTA's slice is ceil(vectors / cluster), of which the last threads * held
   // vectors are held in registers instead (less shared memory per CTA, more CTAs per SM).
   bool smem = false;
-  int held = 0;
+  int held = 0;  // 0..16
   std::string describe() const;
 };
 
