@@ -175,6 +175,48 @@ TEST_CASE("heuristic and candidates cover every element, over random problems") 
   }
 }
 
+TEST_CASE("candidates validate for groups with very many channels (large affine staging)") {
+  // The staged kernel keeps weight and bias for C/G channels next to the slice: with C/G in the
+  // 100 000s that alone is up to 8 MB, so every staged candidate must check the total.
+  for (const auto& [shape, groups] : {std::pair{std::vector<int64_t>{2, 131072, 1}, int64_t{1}},
+                                      std::pair{std::vector<int64_t>{1, 1048576, 16}, int64_t{32}},
+                                      std::pair{std::vector<int64_t>{4, 8192, 64}, int64_t{2}}}) {
+    for (kjit::DType t : {kjit::DType::F32, kjit::DType::BF16}) {
+      const GroupNormProblem p = GroupNormProblem::from_shape(shape, groups, t);
+      CAPTURE(p.describe());
+      for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90)) {
+        CAPTURE(c.describe());
+        CHECK_NOTHROW(kjit::ops::validate_config(p, c, 90, true));
+        if (c.smem) CHECK(kjit::ops::group_norm_smem_bytes(p, c) <= 227 * 1024);
+      }
+    }
+  }
+}
+
+TEST_CASE("held slices: up to 16 vectors, more than 8 only up to 512 threads") {
+  const GroupNormProblem p =
+      GroupNormProblem::from_shape({16, 512, 64, 64}, 32, kjit::DType::F32);  // 16384 vectors
+  GroupNormConfig c = kjit::ops::group_norm_heuristic(p, 90);
+  REQUIRE(c.smem);
+  CHECK(c.held == 8);
+  CHECK(c.threads == 512);
+  CHECK(c.cluster == 2);
+  c.held = 16;
+  c.threads = c.team = 256;
+  CHECK_NOTHROW(kjit::ops::validate_config(p, c, 90, true));
+  c.held = 17;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
+                       doctest::Contains("must be in [0, 16]"), kjit::Error);
+  c.held = 12;
+  c.threads = c.team = 1024;
+  c.cluster = 1;  // a 16384-vector slice: 12288 held, 4096 staged
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
+                       doctest::Contains("needs threads <= 512, not 1024"), kjit::Error);
+  // 16-bit types are offered held 4 only (8 and 16 spill).
+  const GroupNormProblem h = GroupNormProblem::from_shape({16, 512, 64, 64}, 32, kjit::DType::BF16);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(h, 90)) CHECK(k.held <= 4);
+}
+
 TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random specializations") {
   kjit_test::CompileProbe probe;
   for (int i = 0; i < 110; ++i) {

@@ -279,6 +279,9 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
     if (c.held < 0 || c.held > 16 || int64_t{c.threads} * c.held >= share)
       bad("held = " + std::to_string(c.held) + " must be in [0, 16] and leave part of the " +
           std::to_string(share) + "-vector slice to shared memory");
+    if (c.held > 8 && c.threads > 512)  // 4 registers per held vector, 64 per thread at 1024
+      bad("held = " + std::to_string(c.held) + " needs threads <= 512, not " +
+          std::to_string(c.threads));
     if (group_norm_smem_bytes(p, c) > kMaxSmemBytes)
       bad("the slice needs " + std::to_string(group_norm_smem_bytes(p, c)) +
           " bytes of shared memory, more than " + std::to_string(kMaxSmemBytes));
@@ -312,11 +315,13 @@ void add_smem_candidates(const GroupNormProblem& p, int cc, bool aligned, Add&& 
     for (int per : {8, 16, 32}) {
       const int threads = static_cast<int>(std::clamp<int64_t>(round_up(share / per, 32), 64, 512));
       GroupNormConfig c = smem_config(p, cs, threads);
-      if (share <= 4096) add(c);
-      // Slices of >= 32 KB also with 4, 8 or 16 vectors per thread held in registers (slices of
-      // up to 128 KB: half in registers, half in shared memory, two CTAs per SM).
+      if (share <= 4096 && group_norm_smem_bytes(p, c) <= kMaxSmemBytes) add(c);
+      // Slices of >= 32 KB also with 4 vectors per thread held in registers; 4-byte types also
+      // with 8 or 16 (slices of up to 128 KB: half in registers, half in shared memory). 16-bit
+      // types spill with 8 or more (their conversions take registers), and never won a sweep.
       for (int held : {4, 8, 16}) {
         c.held = held;
+        if (held > 4 && dtype_size(p.dtype) != 4) break;
         if (share >= 2048 && int64_t{threads} * held < share &&
             (share <= 4096 || int64_t{threads} * held * 2 >= share) &&
             group_norm_smem_bytes(p, c) <= kMaxSmemBytes)
