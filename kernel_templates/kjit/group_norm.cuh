@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. fp32 outputs keep that form: folding
   // the mean into the shift (x * scale + (b - mean * scale)) cancels badly when |mean| >> std.
-  // 16-bit outputs fold it (gn::Fold): their inputs' rounding is far coarser than the fold's.
+  // 16-bit outputs fold it (gn::Fold, as PyTorch's affine path does; its cost is noted there).
   using Fold = gn::Fold<T, kSilu>;
   float* my_ss = ss + team * 2 * kCg;
   if constexpr (kAffine && kSmemAffine) {
