@@ -237,17 +237,11 @@ bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
          *workspace <= kLinearGnMinGemmWorkspace;
 }
 
-bool default_bias_epilogue(const LinearGnMinProblem& p) {
-  (void)p;
-  return true;
-}
-
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g) {
   init_gemm(p, g);
-  g->bias_epilogue = key.bias_add == static_cast<int64_t>(LinearBiasAdd::Auto)
-                         ? default_bias_epilogue(p)
-                         : key.bias_add == static_cast<int64_t>(LinearBiasAdd::Epilogue);
+  // Auto keeps the epilogue: without it, cuBLASLt's algorithms measured no faster (docs/OPS.md).
+  g->bias_epilogue = key.bias_add != static_cast<int64_t>(LinearBiasAdd::Kernel);
   const auto best = gemm_candidates(rt, st, key, *g, 1);
   g->algo = best[0].algo;
   g->workspace = best[0].workspaceSize;

@@ -101,8 +101,6 @@ class LgmState {
 // Shared by the op and autotuning.
 void configure_desc(kjit::detail::lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias);
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
-// Whether the plan's GEMM, untuned, uses the bias epilogue (see linear_gn_min_config.cpp).
-bool default_bias_epilogue(const LinearGnMinProblem& p);
 // Up to `count` algorithms of the heuristic for g (initialized), best first.
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
                                                              const LgmKey& key, LgmGemm& g,
