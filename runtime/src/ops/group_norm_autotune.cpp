@@ -66,7 +66,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   void* params[] = {&xp, &yp, &wp, &bp, &eps, &groups, &num_groups};
 
   float best_ms = 1e30f;
-  GroupNormConfig best = cands.front();
+  const GroupNormConfig* best = nullptr;
   for (const auto& c : cands) {
     std::unique_ptr<GnPlan> plan;
     try {
@@ -79,15 +79,21 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
     const float ms = time_plan(rt, *plan, s, params);
     if (ms < best_ms) {
       best_ms = ms;
-      best = c;
+      best = &c;
     }
   }
+  // Nothing to remember: the call fails as the untuned path does when no config can run.
+  if (!best)
+    throw Error(Errc::Unsupported, "group_norm autotune: none of the " +
+                                       std::to_string(cands.size()) +
+                                       " candidate configs could be built and scheduled for " +
+                                       p.describe() + " on " + rt.props().name);
   cache::Entry e;
   e.label = "group_norm autotune: " + p.describe() + " on " + rt.props().name;
   e.metadata = {{"kind", "tune"}, {"op", "group_norm"}, {"us", std::to_string(best_ms * 1000)}};
-  e.payload = best.describe();
+  e.payload = best->describe();
   disk.put(key, e);
-  return best;
+  return *best;
 }
 
 }  // namespace kjit::ops::detail
