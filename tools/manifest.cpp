@@ -196,14 +196,11 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   const bool bf16 = dtype == DType::BF16;
   const std::string prec = lower(f.string("precision", bf16 ? "bf16-inputs" : "fp32"));
   LinearGnMinProblem p;
-  if (prec == "fp32")
-    p.precision = Precision::Fp32;
-  else if (prec == "tf32")
-    p.precision = Precision::Tf32;
-  else if (prec == "bf16-inputs")
-    p.precision = Precision::Bf16Inputs;
-  else
-    throw EntryError("precision", "'" + prec + "' is not fp32, tf32 or bf16-inputs");
+  try {
+    p.precision = parse_precision(prec);
+  } catch (const Error& e) {
+    throw EntryError("precision", e.what());
+  }
   if (bf16 != (p.precision == Precision::Bf16Inputs))
     throw EntryError("precision", "'" + prec + "' does not go with dtype " + dtype_name(dtype) +
                                       " (bf16 inputs are precision bf16-inputs)");

@@ -62,17 +62,7 @@ kjit::ops::LinearGnMinProblem lgm_problem(const char* precision, int64_t m, int6
   p.K = k;
   p.N = n;
   p.G = groups;
-  const std::string s = precision ? precision : "";
-  if (s == "fp32") {
-    p.precision = kjit::ops::Precision::Fp32;
-  } else if (s == "tf32") {
-    p.precision = kjit::ops::Precision::Tf32;
-  } else if (s == "bf16-inputs") {
-    p.precision = kjit::ops::Precision::Bf16Inputs;
-  } else {
-    throw kjit::Error(kjit::Errc::InvalidArgument,
-                      "precision '" + s + "' must be fp32, tf32 or bf16-inputs");
-  }
+  p.precision = kjit::ops::parse_precision(precision ? precision : "");
   return p;
 }
 

@@ -108,6 +108,11 @@ TEST_CASE("linear_gn_min names, output shape and workspace size") {
   CHECK(std::string(kjit::ops::precision_name(Precision::Fp32)) == "fp32");
   CHECK(std::string(kjit::ops::precision_name(Precision::Tf32)) == "tf32");
   CHECK(std::string(kjit::ops::precision_name(Precision::Bf16Inputs)) == "bf16-inputs");
+  for (Precision pr : {Precision::Fp32, Precision::Tf32, Precision::Bf16Inputs})
+    CHECK(kjit::ops::parse_precision(kjit::ops::precision_name(pr)) == pr);
+  CHECK_THROWS_WITH_AS(kjit::ops::parse_precision("fp64"),
+                       doctest::Contains("precision 'fp64' must be fp32, tf32 or bf16-inputs"),
+                       kjit::Error);
   const LinearGnMinProblem seed = problem(1024, 8192, 8192, 512);
   CHECK(seed.output_shape() == std::vector<int64_t>{1, 8192, 1024, 1});
   CHECK(seed.describe() == "M=1024 K=8192 N=8192 G=512 fp32");

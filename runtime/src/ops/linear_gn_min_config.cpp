@@ -111,6 +111,12 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+Precision parse_precision(const std::string& s) {
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16Inputs})
+    if (s == precision_name(p)) return p;
+  throw Error(Errc::InvalidArgument, "precision '" + s + "' must be fp32, tf32 or bf16-inputs");
+}
+
 std::string LinearGnMinProblem::describe() const {
   return "M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
          " G=" + std::to_string(G) + " " + precision_name(precision);

@@ -31,6 +31,8 @@ enum class Precision {
   Bf16Inputs,  // opt-in: x and weight given as bf16 by the caller; fp32 accumulate and output
 };
 const char* precision_name(Precision p);  // "fp32", "tf32", "bf16-inputs"
+// The inverse of precision_name; throws InvalidArgument naming the text for anything else.
+Precision parse_precision(const std::string& s);
 
 struct LinearGnMinProblem {
   int64_t M = 0;  // batch: rows of x (>= 1)
