@@ -22,19 +22,28 @@ std::string describe(const detail::LoadedKernel& k, const LaunchConfig& c) {
                               detail::cu_error_text(r));
 }
 
+bool needs_nonportable(const LaunchConfig& c) {
+  return c.cluster.x * c.cluster.y * c.cluster.z > 8;
+}
+
+// Only ever raises, under the kernel's lock; the common case (nothing to raise) takes no lock.
 void raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c, const detail::Driver& d) {
+  const bool smem = c.shared_bytes > k.smem_limit.load(std::memory_order_acquire);
+  const bool cluster =
+      needs_nonportable(c) && !k.nonportable_cluster.load(std::memory_order_acquire);
+  if (!smem && !cluster) return;
+  std::lock_guard<std::mutex> lock(k.limit_mu);
   if (c.shared_bytes > k.smem_limit.load(std::memory_order_relaxed)) {
     CUresult r = d.cuFuncSetAttribute_fn(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          static_cast<int>(c.shared_bytes));
     if (r != CUDA_SUCCESS) launch_failed(k, c, "raising the dynamic shared memory limit", r);
-    k.smem_limit.store(c.shared_bytes, std::memory_order_relaxed);
+    k.smem_limit.store(c.shared_bytes, std::memory_order_release);
   }
-  unsigned cluster = c.cluster.x * c.cluster.y * c.cluster.z;
-  if (cluster > 8 && !k.nonportable_cluster.load(std::memory_order_relaxed)) {
+  if (needs_nonportable(c) && !k.nonportable_cluster.load(std::memory_order_relaxed)) {
     CUresult r =
         d.cuFuncSetAttribute_fn(k.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
     if (r != CUDA_SUCCESS) launch_failed(k, c, "allowing a non-portable cluster size", r);
-    k.nonportable_cluster.store(true, std::memory_order_relaxed);
+    k.nonportable_cluster.store(true, std::memory_order_release);
   }
 }
 
@@ -70,10 +79,10 @@ CUlaunchConfig driver_config(const LaunchConfig& c, CUstream stream, CUlaunchAtt
 void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const {
   if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
   const detail::Driver& d = detail::driver();
+  detail::ContextGuard guard(k_->ctx);
   raise_limits(*k_, c, d);
   CUlaunchAttribute attr[2];
   const CUlaunchConfig cfg = driver_config(c, stream, attr);
-  detail::ContextGuard guard(k_->ctx);
   CUresult r = d.cuLaunchKernelEx_fn(&cfg, k_->fn, params, nullptr);
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
 }

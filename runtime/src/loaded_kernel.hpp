@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 
 namespace kjit::detail {
@@ -15,10 +16,11 @@ struct LoadedKernel {
   std::string instantiation, lowered_name;
   int num_regs = 0, max_threads = 0;
   int static_smem = 0;
-  // Raised lazily by launch(); atomics so concurrent launchers set each attribute once or twice,
-  // never wrongly.
-  mutable std::atomic<unsigned> smem_limit{48 * 1024};
+  // Raised lazily by launch(). Launches read them lock-free (acquire); a raise takes limit_mu, so
+  // two first launches with different sizes cannot leave the smaller limit set after the larger.
+  mutable std::atomic<unsigned> smem_limit{0};  // read from the driver at load
   mutable std::atomic<bool> nonportable_cluster{false};
+  mutable std::mutex limit_mu;
 };
 
 }  // namespace kjit::detail

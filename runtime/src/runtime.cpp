@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
@@ -106,9 +108,24 @@ void Runtime::Impl::load(Slot& s, const Spec& spec) {
     throw Error(Errc::Cuda, "cuModuleGetFunction(" + ck.lowered_name + ") failed for " +
                                 ck.instantiation + ": " + detail::cu_error_text(r));
   }
-  d.cuFuncGetAttribute_fn(&k.num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k.fn);
-  d.cuFuncGetAttribute_fn(&k.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.fn);
-  d.cuFuncGetAttribute_fn(&k.static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k.fn);
+  int max_dynamic_smem = 0;  // the driver's default: 48 KB less the static shared memory
+  const std::pair<CUfunction_attribute, int*> attrs[] = {
+      {CU_FUNC_ATTRIBUTE_NUM_REGS, &k.num_regs},
+      {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &k.max_threads},
+      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &k.static_smem},
+      {CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dynamic_smem}};
+  for (const auto& [attr, out] : attrs) {
+    r = d.cuFuncGetAttribute_fn(out, attr, k.fn);
+    if (r != CUDA_SUCCESS) {
+      d.cuModuleUnload_fn(k.module);
+      k.module = nullptr;
+      k.fn = nullptr;
+      throw Error(Errc::Cuda, "cuFuncGetAttribute(" + std::to_string(static_cast<int>(attr)) +
+                                  ") failed for " + ck.instantiation + ": " +
+                                  detail::cu_error_text(r));
+    }
+  }
+  k.smem_limit.store(static_cast<unsigned>(max_dynamic_smem), std::memory_order_release);
   loaded.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "gpu_env.hpp"
 #include "kjit/host_math.hpp"
@@ -93,6 +96,59 @@ TEST_CASE("dynamic shared memory above 48 KB is enabled for the launch") {
   stream.synchronize();
   auto y = dy.to_host<int>(8);
   for (int b = 0; b < 8; ++b) CHECK(y[b] == b + bytes);
+}
+
+// Each round is a fresh kernel whose first launches race from several threads with different
+// shared sizes: a raise must never leave a smaller limit set after a larger one. After the race,
+// a launch at the largest size must still run.
+TEST_CASE("first launches of one kernel with different shared sizes race safely") {
+  auto& rt = runtime();
+  const int max_smem = rt.props().max_smem_per_block_optin;
+  const int threads = 8;
+  // 56 KB .. the device maximum: every launch needs the limit above the 48 KB default.
+  auto size_of = [&](int t) {
+    return static_cast<unsigned>(56 * 1024 + (max_smem - 56 * 1024) * t / (threads - 1)) & ~15u;
+  };
+  for (int round = 0; round < 12; ++round) {
+    const int bytes = 1024 + 16 * round;  // a new kernel each round, never one already raised
+    kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_big_smem");
+    s.value(bytes);
+    kjit::Kernel k = rt.kernel(s);
+    kjit::DeviceBuffer dy(rt, (threads + 1) * sizeof(int));
+    dy.fill_bytes(0xFF);
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    std::vector<std::string> errors(threads);
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        try {
+          kjit::Stream stream(rt);
+          kjit::LaunchConfig cfg;
+          cfg.block.x = 128;
+          cfg.shared_bytes = size_of(t);
+          ready.fetch_add(1);
+          while (!go.load()) std::this_thread::yield();
+          k(stream, cfg, dy.ptr() + t * sizeof(int));
+          stream.synchronize();
+        } catch (const kjit::Error& e) {
+          errors[t] = e.what();
+        }
+      });
+    }
+    while (ready.load() < threads) std::this_thread::yield();
+    go.store(true);
+    for (auto& th : pool) th.join();
+    for (int t = 0; t < threads; ++t) CHECK_MESSAGE(errors[t].empty(), errors[t]);
+    kjit::Stream stream(rt);
+    kjit::LaunchConfig cfg;
+    cfg.block.x = 128;
+    cfg.shared_bytes = size_of(threads - 1);
+    CHECK_NOTHROW(k(stream, cfg, dy.ptr() + threads * sizeof(int)));
+    stream.synchronize();
+    auto y = dy.to_host<int>(threads + 1);
+    for (int t = 0; t <= threads; ++t) CHECK(y[t] == bytes);
+  }
 }
 
 TEST_CASE("fits() says whether the device can run a launch shape") {
