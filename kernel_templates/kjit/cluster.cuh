@@ -20,15 +20,18 @@ __forceinline__ void cluster_arrive() {
 #endif
 }
 
+// An arrival that orders none of this thread's earlier memory accesses for the peers: for threads
+// that wrote nothing the peers read after the barrier (a release arrive costs a fence per warp).
+__forceinline__ void cluster_arrive_relaxed() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
 __forceinline__ void cluster_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
-}
-
-__forceinline__ void cluster_sync() {
-  cluster_arrive();
-  cluster_wait();
 }
 
 // Reads the float at `local` (a shared-memory address of this CTA) in CTA `rank` of the cluster.

@@ -60,10 +60,13 @@ __forceinline__ Stat team_merge(Stat s, float* scratch) {
   }
 }
 
-// Merge of one Stat per CTA over the cluster, through distributed shared memory. `slot` holds
-// 3 floats and must stay untouched until the cluster's final barrier.
+// Merge of one Stat per CTA over the cluster, through distributed shared memory. `slot` (3
+// floats) must stay untouched until the cluster's final barrier; `bcast` (3 floats) is scratch.
+// Only warp 0 touches the peers: thread 0 writes the slot and warp 0 arrives with .release (the
+// other warps' .relaxed arrivals skip a fence each: 16x512x64x64 f32 77.7 -> 74.7 us); after the
+// .acquire wait warp 0 reads and merges the peers' slots and broadcasts the total.
 template <int kCluster>
-__forceinline__ Stat cluster_merge(Stat s, float* slot) {
+__forceinline__ Stat cluster_merge(Stat s, float* slot, float* bcast) {
   if constexpr (kCluster == 1) {
     return s;
   } else {
@@ -72,13 +75,40 @@ __forceinline__ Stat cluster_merge(Stat s, float* slot) {
       slot[1] = s.mean;
       slot[2] = s.m2;
     }
-    cluster_sync();
-    const unsigned lane = threadIdx.x & 31;
-    Stat r{0.f, 0.f, 0.f};
-    if (lane < kCluster)
-      r = Stat{cluster_load(slot, lane), cluster_load(slot + 1, lane),
-               cluster_load(slot + 2, lane)};
-    return warp_merge<32>(r);  // every lane gets the cluster's total
+    if (threadIdx.x < 32) {
+      cluster_arrive();
+    } else {
+      cluster_arrive_relaxed();
+    }
+    cluster_wait();
+    if (threadIdx.x < 32) {
+      const unsigned lane = threadIdx.x;
+      Stat r{0.f, 0.f, 0.f};
+      if (lane < kCluster)
+        r = Stat{cluster_load(slot, lane), cluster_load(slot + 1, lane),
+                 cluster_load(slot + 2, lane)};
+      r = warp_merge<32>(r);
+      if (lane == 0) {
+        bcast[0] = r.n;
+        bcast[1] = r.mean;
+        bcast[2] = r.m2;
+      }
+    }
+    __syncthreads();
+    return Stat{bcast[0], bcast[1], bcast[2]};
+  }
+}
+
+// The arrival after cluster_merge: a CTA waits for it before exiting, so no peer's shared memory
+// goes away while warp 0 may still read it. Warp 0 did the remote reads, so it releases them.
+template <int kCluster>
+__forceinline__ void cluster_merge_done() {
+  if constexpr (kCluster > 1) {
+    if (threadIdx.x < 32) {
+      cluster_arrive();
+    } else {
+      cluster_arrive_relaxed();
+    }
   }
 }
 
@@ -132,21 +162,25 @@ __forceinline__ float silu(float z) {
   }
 }
 
-// 16-bit outputs compute y = act(x * a + c) with the mean folded into the shift
-// (c = shift - mean * a) and, for SiLU, the 1/2 of silu_of_half folded into a and c: one FMA and
-// the activation per element. PyTorch's CUDA GroupNorm folds the same way on its affine path.
-// The cost: rounding c is an absolute error of up to 2^-24 * |mean| * |a| before the activation.
-// It shows only where |mean| * rstd is huge, e.g. a constant group (rstd = 1/sqrt(eps)) of 1e4
-// is off by ~0.1 where (x - mean) * a + shift gives the shift exactly. fp32 outputs keep that
-// exact form.
+// 16-bit outputs compute y = act(h), h = (x - mean) * a + c, with SiLU's 1/2 of silu_of_half
+// folded into a = w * rstd / 2 and c = b / 2 (exact: a power of two), so h is fp32's z / 2
+// rounded once. Folding the mean into the shift as well (x * a + (c - mean * a), as PyTorch's
+// CUDA affine path does) saves one FADD per element but rounds that shift: up to
+// 2^-24 * |mean| * |a| absolute, so a constant group of 1e4 (rstd = 1/sqrt(eps)) would come out
+// ~0.1 off the bias. Measured on the H200 (PERF.md): the FADD costs 0.7 us on 16x512x64x64 bf16
+// (1.5%) and is 0.3 us faster on 128x256x14x14; choosing per group was slower than either (two
+// copies of the store loop).
 template <class T, bool kSilu>
 struct Fold {
   static constexpr bool kOn = sizeof(T) == 2;
   static constexpr float kK = kSilu ? 0.5f : 1.f;
   // a, c for scale `sc` (weight * rstd) and `shift` (bias), when kOn.
-  __forceinline__ static void coef(float sc, float shift, float mean, float* a, float* c) {
+  __forceinline__ static void coef(float sc, float shift, float* a, float* c) {
     *a = sc * kK;
-    *c = fmaf(-mean, sc, shift) * kK;
+    *c = shift * kK;
+  }
+  __forceinline__ static float h(float x, float mean, float a, float c) {
+    return fmaf(x - mean, a, c);
   }
   __forceinline__ static float act(float h) {
     if constexpr (kSilu) {

@@ -36,9 +36,12 @@ __global__ void __launch_bounds__(kThreads)
 
   pdl_wait();  // x, w, b and y may belong to the kernel before (programmatic launch)
   extern __shared__ float smem[];
-  float* red = smem;         // 32 floats: block reduction scratch
-  float* slots = smem + 32;  // 2 floats: this CTA's partials for the cluster exchange
-  float* ss = smem + 64;     // [kTeams][2][kCg]: per-channel scale and shift
+  // The host reserves 128 floats before ss (group_norm_smem_bytes). No two regions overlap: a
+  // warp may still read `red` while others have moved on to write slots or ss.
+  float* red = smem;          // 96 floats: team_merge scratch
+  float* slots = smem + 96;   // 3 floats: this CTA's partials for the cluster exchange
+  float* bcast = smem + 100;  // 3 floats: the cluster's total, from warp 0
+  float* ss = smem + 128;     // [kTeams][2][kCg]: per-channel scale and shift
 
   const int team = threadIdx.x / kTpg;
   const int t = threadIdx.x % kTpg;
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
         s += held[i][j];
       }
     }
-    const float tmean = valid ? __fdividef(s, static_cast<float>(valid)) : 0.f;
+    const float tmean = valid ? __fdiv_rn(s, static_cast<float>(valid)) : 0.f;
     float m2 = 0.f;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
@@ -161,15 +164,14 @@ __global__ void __launch_bounds__(kThreads)
         [&](int, const float(&v)[kVec]) { st = gn::merge(st, gn::local_stat<kVec>(v, kVec)); },
         L2Hint::kKeep);
   }
-  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kTpg>(st, red), slots);
+  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kTpg>(st, red), slots, bcast);
   mean = st.mean;
   rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
   // Peers may still read this CTA's slots: arrive now, wait before exiting.
-  if constexpr (kCluster > 1) cluster_arrive();
+  gn::cluster_merge_done<kCluster>();
 
-  // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. fp32 outputs keep that form: folding
-  // the mean into the shift (x * scale + (b - mean * scale)) cancels badly when |mean| >> std.
-  // 16-bit outputs fold it (gn::Fold, as PyTorch's affine path does; its cost is noted there).
+  // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. The mean is not folded into the
+  // shift (x * scale + (b - mean * scale)): that cancels badly when |mean| >> std (gn::Fold).
   using Fold = gn::Fold<T, kSilu>;
   float* my_ss = ss + team * 2 * kCg;
   if constexpr (kAffine && kSmemAffine) {
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
       const float sc = (first_c ? w0 : kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
       const float shift = first_c ? b0 : kHasB ? to_float(b[g * kCg + c]) : 0.f;
       if constexpr (Fold::kOn) {
-        Fold::coef(sc, shift, mean, &my_ss[c], &my_ss[kCg + c]);
+        Fold::coef(sc, shift, &my_ss[c], &my_ss[kCg + c]);
       } else {
         my_ss[c] = sc;
         my_ss[kCg + c] = shift;
@@ -186,8 +188,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     gn::team_barrier<kThreads, kTpg>();
   }
-  float a_plain = 0.f, c_plain = 0.f;  // no affine, folded
-  if constexpr (Fold::kOn && !kAffine) Fold::coef(rstd, 0.f, mean, &a_plain, &c_plain);
+  float a_plain = 0.f, c_plain = 0.f;  // no affine, 16-bit
+  if constexpr (Fold::kOn && !kAffine) Fold::coef(rstd, 0.f, &a_plain, &c_plain);
   auto apply = [&](float v, int c) -> float {
     if constexpr (Fold::kOn) {
       float a = a_plain, cc = c_plain;
@@ -196,9 +198,9 @@ __global__ void __launch_bounds__(kThreads)
         cc = my_ss[kCg + c];
       } else if constexpr (kAffine) {
         Fold::coef((kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd,
-                   kHasB ? to_float(b[g * kCg + c]) : 0.f, mean, &a, &cc);
+                   kHasB ? to_float(b[g * kCg + c]) : 0.f, &a, &cc);
       }
-      return Fold::act(fmaf(v, a, cc));
+      return Fold::act(Fold::h(v, mean, a, cc));
     } else {
       float z;
       if constexpr (!kAffine) {

@@ -24,6 +24,7 @@ struct GnSmemLayout {
   static constexpr int kBars = 0;      // 1 mbarrier
   static constexpr int kRed = 64;      // 96 floats: CTA reduction scratch
   static constexpr int kSlots = 448;   // 3 floats: this CTA's partials for the cluster
+  static constexpr int kBcast = 464;   // 3 floats: the cluster's total
   static constexpr int kAffine = 512;  // [2][Cg] floats: weight, bias
   static constexpr int data(int cg, bool affine) {
     return kAffine + (affine ? (cg * 8 + 127) / 128 * 128 : 0);
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
   auto* bars = reinterpret_cast<unsigned long long*>(smem + GnSmemLayout::kBars);
   float* red = reinterpret_cast<float*>(smem + GnSmemLayout::kRed);
   float* slots = reinterpret_cast<float*>(smem + GnSmemLayout::kSlots);
+  float* bcast = reinterpret_cast<float*>(smem + GnSmemLayout::kBcast);
   float* aff = reinterpret_cast<float*>(smem + GnSmemLayout::kAffine);
   V* data = reinterpret_cast<V*>(smem + GnSmemLayout::data(kCg, kAffine));
 
@@ -128,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
     for (int j = 0; j < kVec; ++j) s += to_float(v.v[j]);
     valid += kVec;
   });
-  const float tmean = valid ? __fdividef(s, static_cast<float>(valid)) : 0.f;
+  const float tmean = valid ? __fdiv_rn(s, static_cast<float>(valid)) : 0.f;
   float m2 = 0.f;
   visit([&](int, const V& v) {
 #pragma unroll
@@ -138,10 +140,10 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
     }
   });
   gn::Stat st{static_cast<float>(valid), tmean, m2};
-  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kThreads>(st, red), slots);
+  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kThreads>(st, red), slots, bcast);
   const float mean = st.mean;
   const float rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
-  if constexpr (kCluster > 1) cluster_arrive();  // peers may still read slots until the end
+  gn::cluster_merge_done<kCluster>();  // peers may still read slots until the end
 
   T* __restrict__ yg = y + group * kL + static_cast<long long>(first) * kVec;
   using Fold = gn::Fold<T, kSilu>;
@@ -154,10 +156,10 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
       const int c = kS % kVec == 0 ? c0 : static_cast<int>((e0 + j) / kS);
       const float sc = kAffine ? aff[c] * rstd : rstd;
       const float shift = kAffine ? aff[kCg + c] : 0.f;
-      if constexpr (Fold::kOn) {  // 16-bit: y = act(x * a + c), see gn::Fold
+      if constexpr (Fold::kOn) {  // 16-bit: see gn::Fold
         float a, cc;
-        Fold::coef(sc, shift, mean, &a, &cc);
-        out.v[j] = from_float<T>(Fold::act(fmaf(to_float(v.v[j]), a, cc)));
+        Fold::coef(sc, shift, &a, &cc);
+        out.v[j] = from_float<T>(Fold::act(Fold::h(to_float(v.v[j]), mean, a, cc)));
       } else {
         const float z = fmaf(to_float(v.v[j]) - mean, sc, shift);
         out.v[j] = from_float<T>(kSilu ? gn::silu<T>(z) : z);

@@ -231,6 +231,58 @@ TEST_CASE("group_norm: back-to-back dependent calls on one stream see each other
   }
 }
 
+// A constant group normalizes to exactly 0: y = act(bias). Folding the mean into the shift
+// (x * a + (b - mean * a), as PyTorch's CUDA affine path does) would round that shift by up to
+// 2^-24 * |mean| * rstd, ~0.2 before the activation for a group of 12288 and eps = 1e-5: far
+// outside the tolerance. kjit's kernels subtract the mean first in every dtype (gn::Fold), and a
+// thread's mean is a correctly rounded division, so it is exactly 12288 whatever the count.
+TEST_CASE("group_norm: constant groups of large values come out as act(bias) in every dtype") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  struct Shape {
+    std::vector<int64_t> dims;
+    int64_t groups;
+    Layout layout;
+  };
+  const std::vector<Shape> shapes = {
+      {{2, 64, 8, 8}, 8, Layout::NCHW},         // register kernel
+      {{2, 12, 331}, 2, Layout::NCHW},          // per-thread counts a fast divide gets wrong
+      {{4, 6, 1009}, 3, Layout::NCHW},          // (12288 * n / n != 12288 for some n)
+      {{2, 9, 9, 64}, 8, Layout::NHWC},         // register kernel, channels last
+      {{1, 64, 64, 64}, 2, Layout::NCHW},       // staged (sm_90)
+      {{1, 128, 256, 256}, 32, Layout::NCHW}};  // few large groups: streamed (sm_90)
+  for (const auto& [shape, groups, layout] : shapes) {
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      for (Activation act : {Activation::SiLU, Activation::None}) {
+        GroupNormProblem p = GroupNormProblem::from_shape(shape, groups, t, layout);
+        p.activation = act;
+        const std::string what =
+            p.describe() + ", " + kjit::ops::group_norm_heuristic(p, rt.props().cc()).describe();
+        CAPTURE(what);
+        const size_t n = static_cast<size_t>(p.N * p.C * p.S), esz = kjit::dtype_size(t);
+        const std::vector<float> x(n, 12288.f);  // exact in every dtype
+        const auto w = kjit::host::random_normal(t, static_cast<size_t>(p.C), 1.f, 0.5f, 11);
+        const auto b = kjit::host::random_normal(t, static_cast<size_t>(p.C), 0.f, 1.f, 12);
+        const auto dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, x));
+        const auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, w));
+        const auto db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, b));
+        kjit::DeviceBuffer dy(rt, n * esz);
+        dy.fill_bytes(0xFF);
+        kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(dx.ptr()),
+                              reinterpret_cast<void*>(dy.ptr()), reinterpret_cast<void*>(dw.ptr()),
+                              reinterpret_cast<void*>(db.ptr()), {}, stream);
+        stream.synchronize();
+        const auto y = kjit::host::from_bytes(t, dy.to_host<unsigned char>(n * esz));
+        const auto ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
+        const double tol = t == DType::F32 ? 1e-5 : 1e-2;
+        const auto err = kjit::host::compare(y, ref, tol, tol);
+        CHECK(err.nonfinite == 0);
+        CHECK_MESSAGE(err.allclose, "max abs error " << err.max_abs);
+      }
+    }
+  }
+}
+
 TEST_CASE("group_norm: 300 random fp32 shapes") {
   run_random(DType::F32, 300);
 }
