@@ -1,6 +1,8 @@
 // NVRTC: specialization -> cubin (or PTX), with lowered names; the disk cache in front.
 #include <cuda.h>  // CUDA_VERSION only
+#include <dlfcn.h>
 #include <nvrtc.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -165,20 +167,43 @@ std::string Compiler::arch_for_cc(int cc) {
                                      nvrtc_version());
 }
 
+const std::string& Compiler::nvrtc_build() {
+  static const std::string build = [] {
+    Dl_info info{};
+    struct stat st {};
+    if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || !info.dli_fname ||
+        stat(info.dli_fname, &st) != 0)
+      return std::string("unknown");
+    const std::string path = info.dli_fname;
+    return path.substr(path.find_last_of('/') + 1) + " " + std::to_string(st.st_size);
+  }();
+  return build;
+}
+
 cache::Key Compiler::key(const Spec& spec, const std::string& arch) {
+  return key_of(spec, arch, templates_.closure(spec.header()));
+}
+
+cache::Key Compiler::key_of(const Spec& spec, const std::string& arch,
+                            const Closure& headers) const {
   cache::KeyBuilder kb;
   kb.add("record", "kjit-kernel-v1").add("kjit", KJIT_VERSION_STRING);
-  for (const auto& [name, text] : templates_.closure(spec.header())) kb.add(name, text);
+  for (const auto& [name, text] : headers) kb.add(name, text);
   kb.add("instantiation", spec.instantiation());
   kb.add("options", join_options(options()));
   kb.add("nvrtc", nvrtc_version()).add("cuda_headers", static_cast<int64_t>(CUDA_VERSION));
+  kb.add("nvrtc_build", nvrtc_build());
   kb.add("arch", arch);
   return kb.finish();
 }
 
 CompiledKernel Compiler::compile(const Spec& spec, const std::string& arch) {
+  return compile_with(spec, arch, templates_.closure(spec.header()));
+}
+
+CompiledKernel Compiler::compile_with(const Spec& spec, const std::string& arch,
+                                      const Closure& headers) {
   Target target = parse_arch(arch);
-  auto headers = templates_.closure(spec.header());
   std::vector<const char*> names, texts;
   for (const auto& [n, t] : headers) {
     names.push_back(n.c_str());
@@ -226,16 +251,17 @@ CompiledKernel Compiler::compile(const Spec& spec, const std::string& arch) {
 
 CompiledKernel Compiler::get(const Spec& spec, const std::string& arch) {
   parse_arch(arch);  // reject a bad arch before it reaches a key
-  cache::Key k = key(spec, arch);
+  const Closure headers = templates_.closure(spec.header());
+  cache::Key k = key_of(spec, arch, headers);
   CompiledKernel out;
   bool made = false;
   cache::Entry e = disk_->get_or_make(
-      k, [&] { return to_entry(out = compile(spec, arch), spec); }, &made);
+      k, [&] { return to_entry(out = compile_with(spec, arch, headers), spec); }, &made);
   if (made) return out;
   if (from_entry(e, spec, arch, &out)) return out;
   // Valid file, wrong content for this spec (cannot happen short of a key collision or a
   // foreign writer): compile and overwrite.
-  out = compile(spec, arch);
+  out = compile_with(spec, arch, headers);
   disk_->put(k, to_entry(out, spec));
   return out;
 }

@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 
 #include "kjit/kjit.hpp"
 #include "test_util.hpp"
@@ -134,6 +137,62 @@ TEST_CASE("an included header change changes the key") {
   kjit::cache::Key b = c.key(s, "sm_90");
   c.templates().add("app/unrelated.cuh", "#define OTHER 4\n");
   CHECK(c.key(s, "sm_90") == b);  // not in the closure: same key
+}
+
+TEST_CASE("the key names the loaded NVRTC library's build") {
+  const std::string& b = kjit::Compiler::nvrtc_build();
+  MESSAGE("nvrtc build: " << b);
+  CHECK(b.find("nvrtc") != std::string::npos);
+  CHECK(b.find(' ') != std::string::npos);
+  CHECK(std::stoll(b.substr(b.find(' ') + 1)) > 0);
+}
+
+// A template replaced while other threads compile must never leave one source's PTX under the
+// other source's key: every later compiler reading the cache gets what its source says.
+TEST_CASE(
+    "a template replaced during compiles never caches one source's code under another's key") {
+  kjit_test::TempDir dir;
+  auto source = [](int offset) {
+    return "template <int N> __global__ void k(int* y) { y[0] = N + " + std::to_string(offset) +
+           "; }\n";
+  };
+  const int specs = 24;
+  {
+    kjit::Compiler c(cache_in(dir.path));
+    c.templates().add("app/k.cuh", source(100));
+    std::atomic<bool> done{false};
+    std::thread swapper([&] {
+      for (int i = 0; !done.load(); ++i) {
+        c.templates().add("app/k.cuh", source(i % 2 ? 200 : 100));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 2; ++w)
+      workers.emplace_back([&, w] {
+        for (int n = w; n < specs; n += 2) {
+          kjit::Spec s("app/k.cuh", "k");
+          s.value(n);
+          c.get(s, "compute_90");
+        }
+      });
+    for (auto& t : workers) t.join();
+    done.store(true);
+    swapper.join();
+  }
+  for (int offset : {100, 200}) {
+    kjit::Compiler c(cache_in(dir.path));
+    c.templates().add("app/k.cuh", source(offset));
+    for (int n = 0; n < specs; ++n) {
+      kjit::Spec s("app/k.cuh", "k");
+      s.value(n);
+      const std::string ptx = c.get(s, "compute_90").binary;
+      CAPTURE(offset);
+      CAPTURE(n);
+      CHECK(ptx.find(" " + std::to_string(n + offset) + ";") != std::string::npos);
+      CHECK(ptx.find(" " + std::to_string(n + 300 - offset) + ";") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("every built-in compiles warm in well under 100 ms (reported, not asserted)") {

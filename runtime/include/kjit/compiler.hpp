@@ -52,13 +52,22 @@ class Compiler {
 
   // The fixed NVRTC option set (arch option excluded), part of every key.
   static const std::vector<std::string>& options();
-  static std::string nvrtc_version();      // "13.0"
+  static std::string nvrtc_version();  // "13.0"
+  // The loaded NVRTC library's file name and size (e.g. "libnvrtc.so.13 109338064"): part of
+  // every key, so a patch release of the same major.minor does not reuse the old build's cubins.
+  static const std::string& nvrtc_build();
   static std::vector<int> supported_sm();  // e.g. {75, 80, 86, 89, 90, 100, 103, 120, ...}
   // The target for a device of compute capability cc (e.g. 90): "sm_90" if NVRTC knows it, else
   // "compute_<newest>" (PTX, JIT-compiled by the driver).
   static std::string arch_for_cc(int cc);
 
  private:
+  using Closure = std::vector<std::pair<std::string, std::string>>;
+  // key() and compile() of one read of the template closure: get() passes the same copy to both,
+  // so a template replaced meanwhile cannot land under the old source's key.
+  cache::Key key_of(const Spec& spec, const std::string& arch, const Closure& headers) const;
+  CompiledKernel compile_with(const Spec& spec, const std::string& arch, const Closure& headers);
+
   TemplateSet templates_;
   std::unique_ptr<cache::DiskCache> disk_;
   std::atomic<uint64_t> compiles_{0};
