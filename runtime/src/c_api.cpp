@@ -41,17 +41,25 @@ kjit::ops::Layout parse_layout(const char* s) {
   throw kjit::Error(kjit::Errc::InvalidArgument, "layout '" + l + "' must be nchw or nhwc");
 }
 
+const char* not_null(const char* s, const char* what) {
+  if (!s) throw kjit::Error(kjit::Errc::InvalidArgument, std::string(what) + " is NULL");
+  return s;
+}
+
+// Problems are built and checked before runtime(): a bad argument is reported as such, not as
+// "no driver" on a machine without a GPU.
 kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, int64_t n, int64_t c,
                                        int64_t s, int64_t groups, int silu, bool affine) {
   kjit::ops::GroupNormProblem p;
-  p.dtype = p.param_dtype = kjit::parse_dtype(dtype ? dtype : "");
-  p.layout = parse_layout(layout);
+  p.dtype = p.param_dtype = kjit::parse_dtype(not_null(dtype, "dtype"));
+  p.layout = parse_layout(not_null(layout, "layout"));
   p.N = n;
   p.C = c;
   p.S = s;
   p.groups = groups;
   p.activation = silu ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
   p.has_weight = p.has_bias = affine;
+  kjit::ops::validate(p);
   return p;
 }
 
@@ -62,7 +70,8 @@ kjit::ops::LinearGnMinProblem lgm_problem(const char* precision, int64_t m, int6
   p.K = k;
   p.N = n;
   p.G = groups;
-  p.precision = kjit::ops::parse_precision(precision ? precision : "");
+  p.precision = kjit::ops::parse_precision(not_null(precision, "precision"));
+  kjit::ops::validate(p);
   return p;
 }
 
@@ -94,6 +103,7 @@ int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c,
     kjit::ops::GroupNormOptions o;
     o.eps = eps;
     o.autotune = autotune != 0;
+    kjit::ops::validate_call(p, x, y, weight, bias, eps);
     kjit::ops::group_norm(runtime(), p, x, y, weight, bias, o, static_cast<CUstream>(stream));
   });
 }
@@ -117,8 +127,10 @@ int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, i
     kjit::ops::LinearGnMinOptions o;
     o.eps = eps;
     o.autotune = autotune != 0;
-    kjit::ops::linear_gn_min(runtime(), lgm_problem(precision, m, k, n, groups), x, weight,
-                             linear_bias, gamma, beta, bias, out, o, static_cast<CUstream>(stream));
+    const auto p = lgm_problem(precision, m, k, n, groups);
+    kjit::ops::validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, o);
+    kjit::ops::linear_gn_min(runtime(), p, x, weight, linear_bias, gamma, beta, bias, out, o,
+                             static_cast<CUstream>(stream));
   });
 }
 

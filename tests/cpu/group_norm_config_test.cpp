@@ -71,6 +71,28 @@ TEST_CASE("group_norm validation names the bad value and the rule") {
   GroupNormProblem huge =
       GroupNormProblem::from_shape({1, 1, 1 << 16, 1 << 16}, 1, kjit::DType::F32);
   CHECK_KJIT_ERROR(kjit::ops::validate(huge), kjit::Errc::InvalidArgument);  // group > 2^31
+  // Element counts whose byte counts overflow 64 bits, with and without a spatial size.
+  GroupNormProblem wide =
+      GroupNormProblem::from_shape({67108864, 64, 1073741824}, 64, kjit::DType::F32);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(wide), doctest::Contains("exceeds 2^59"), kjit::Error);
+  GroupNormProblem empty =
+      GroupNormProblem::from_shape({int64_t{1} << 40, int64_t{1} << 30, 0}, 1, kjit::DType::F32);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(empty), doctest::Contains("N * C = "), kjit::Error);
+  // What a call checks before it needs a device: eps, null and misaligned pointers, overlap.
+  GroupNormProblem ok = GroupNormProblem::from_shape({2, 8, 4}, 2, kjit::DType::F32);
+  ok.has_weight = ok.has_bias = false;
+  alignas(16) static float buf[256];
+  kjit::ops::validate_call(ok, buf, buf + 128, nullptr, nullptr, 1e-5f);
+  kjit::ops::validate_call(ok, buf, buf, nullptr, nullptr, 1e-5f);  // in place
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_call(ok, nullptr, buf, nullptr, nullptr, 1e-5f),
+                       doctest::Contains("x is null"), kjit::Error);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_call(ok, buf, buf + 8, nullptr, nullptr, 1e-5f),
+                       doctest::Contains("overlap"), kjit::Error);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_call(ok, buf, buf + 128, nullptr, nullptr, -1.f),
+                       doctest::Contains("eps = "), kjit::Error);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_call(ok, reinterpret_cast<char*>(buf) + 1, buf + 128,
+                                                nullptr, nullptr, 1e-5f),
+                       doctest::Contains("not aligned"), kjit::Error);
   GroupNormProblem nhwc =
       GroupNormProblem::from_shape({2, 5, 7, 64}, 8, kjit::DType::BF16, Layout::NHWC);
   CHECK(nhwc.C == 64);

@@ -1,6 +1,8 @@
 /* kjit's C ABI: for Python (ctypes) and other FFI callers. One process-wide runtime on the
  * device KJIT_DEVICE (default 0), created on first use. Every function returns 0 on success or
- * a nonzero kjit error code (Errc + 1), with the message in kjit_last_error() (per thread). */
+ * a nonzero kjit error code (Errc + 1; 1000 for an unexpected exception), with the message in
+ * kjit_last_error() (per thread). Arguments are checked before the runtime is created: a bad one
+ * gives 1 (invalid_argument) naming it, even without a driver. */
 #ifndef KJIT_C_API_H
 #define KJIT_C_API_H
 

@@ -20,8 +20,10 @@ void check_ptr(const GroupNormProblem& p, const void* ptr, const char* name, DTy
                std::to_string(dtype_size(t)) + " bytes for " + dtype_name(t) + ")");
 }
 
-void validate_call(const GroupNormProblem& p, const void* x, void* y, const void* w, const void* b,
-                   float eps) {
+}  // namespace
+
+void validate_call(const GroupNormProblem& p, const void* x, const void* y, const void* w,
+                   const void* b, float eps) {
   validate(p);
   if (!(eps >= 0.f) || std::isinf(eps))
     bad(p, "eps = " + std::to_string(eps) + " must be finite and >= 0");
@@ -35,8 +37,6 @@ void validate_call(const GroupNormProblem& p, const void* x, void* y, const void
   if (xs != ys && xs < ys + bytes && ys < xs + bytes)
     bad(p, "x and y overlap without being the same tensor");
 }
-
-}  // namespace
 
 namespace detail {
 

@@ -114,7 +114,13 @@ void validate(const GroupNormProblem& p) {
   if (p.S > 0 && group_len(p) > (int64_t{1} << 31) - 64)
     bad("a group of " + std::to_string(group_len(p)) +
         " elements (C/G * S) exceeds the supported 2^31-64");
-  if (p.N > 0 && p.S > 0 && p.C > INT64_MAX / p.S / p.N) bad("N * C * S overflows 64 bits");
+  // Byte counts (up to 16 bytes per element in the kernels' vector math) must fit 64 bits too,
+  // also for an empty spatial size, where N * G still sizes the grid.
+  constexpr int64_t kMaxElems = INT64_MAX / 16;
+  if (p.N > 0 && p.C > kMaxElems / p.N)
+    bad("N * C = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " exceeds 2^59");
+  if (p.N > 0 && p.S > 0 && p.C > kMaxElems / p.S / p.N)
+    bad("N * C * S exceeds 2^59 elements (its byte count must fit 64 bits)");
 }
 
 std::string GroupNormProblem::describe() const {

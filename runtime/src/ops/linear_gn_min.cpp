@@ -48,9 +48,9 @@ struct Span {
   }
 };
 
-void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, const void* lb,
-                   const void* gamma, const void* beta, const void* bias, const void* out,
-                   const LinearGnMinOptions& opt, const Workspace& ws) {
+void check_call(const LinearGnMinProblem& p, const void* x, const void* w, const void* lb,
+                const void* gamma, const void* beta, const void* bias, const void* out,
+                const LinearGnMinOptions& opt, const Workspace& ws) {
   validate(p);
   check_options(p, opt);
   const size_t ab = ab_size(p.precision);
@@ -310,6 +310,13 @@ void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const fl
 
 }  // namespace detail
 
+void validate_call(const LinearGnMinProblem& p, const void* x, const void* weight,
+                   const float* linear_bias, const float* gamma, const float* beta,
+                   const float* bias, const float* out, const LinearGnMinOptions& opt,
+                   Workspace ws) {
+  check_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
+}
+
 size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p) {
   validate(p);
   return detail::LgmWorkspace::of(p).bytes();
@@ -319,7 +326,7 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
                    const float* linear_bias, const float* gamma, const float* beta,
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
                    Workspace ws) {
-  validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
+  check_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
   detail::LgmState& st = rt.op_state().linear_gn_min;
   const size_t ab = ab_size(p.precision);
   const detail::LgmKey key =

@@ -82,6 +82,11 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
 Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c);
 // Throws InvalidArgument when p breaks a rule (C % G, sizes, limits).
 void validate(const GroupNormProblem& p);
+// Every check group_norm makes before it needs the device: the problem, eps, and the pointers
+// (null, aligned to their element size, x and y the same tensor or disjoint). Throws
+// InvalidArgument naming the value and the rule.
+void validate_call(const GroupNormProblem& p, const void* x, const void* y, const void* weight,
+                   const void* bias, float eps);
 // Throws InvalidArgument when config c cannot compute p correctly on a device of compute
 // capability cc with (un)aligned pointers, naming the field and the rule it breaks.
 void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned);

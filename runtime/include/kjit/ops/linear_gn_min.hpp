@@ -131,6 +131,12 @@ void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, C
 
 // For tools and tests that need no GPU. Throws InvalidArgument when p breaks a rule.
 void validate(const LinearGnMinProblem& p);
+// Every check linear_gn_min makes before it needs the device: the problem, the options, the
+// pointers (null, alignment, out overlapping an input) and the workspace. Throws InvalidArgument.
+void validate_call(const LinearGnMinProblem& p, const void* x, const void* weight,
+                   const float* linear_bias, const float* gamma, const float* beta,
+                   const float* bias, const float* out, const LinearGnMinOptions& opt,
+                   Workspace ws = {});
 // Throws InvalidArgument when c cannot run p (the kernel template's rules).
 void validate(const LinearGnMinProblem& p, const GnMinConfig& c);
 // The default launch shape on a device of compute capability cc with sm_count SMs, and the
