@@ -37,6 +37,9 @@ constexpr const char* kStallEnv = "KJIT_CACHE_TEST_STALL_WRITE_MS";
 
 enum class Lookup { Hit, Miss, Corrupt, ReadError };
 
+// No kernel comes near this: a bigger file at an entry's path is not read into memory.
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+
 // Empty when `v1` can be written, else why not. Creating a file is the only honest test: access()
 // says yes to root on a 0555 folder and knows nothing about read-only bind mounts.
 std::string writability_problem(const std::string& v1) {
@@ -72,7 +75,7 @@ struct DiskCache::Impl {
   int stall_write_ms;
 
   std::atomic<uint64_t> hits{0}, misses{0}, compiles{0}, corrupt{0};
-  std::atomic<uint64_t> read_errors{0}, write_errors{0}, evictions{0};
+  std::atomic<uint64_t> read_errors{0}, write_errors{0}, evictions{0}, oversized{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
 
   // Approximate bytes on disk: one scan on the first put, then our own puts added. Other
@@ -104,11 +107,14 @@ struct DiskCache::Impl {
 };
 
 Lookup DiskCache::Impl::lookup(const Key& key, Entry* out) {
-  UniqueFd fd = open_fd(layout.entry_path(key), O_RDONLY);
+  // O_NONBLOCK: a FIFO planted at an entry's path must not block the open (it does nothing to a
+  // regular file's reads).
+  UniqueFd fd = open_fd(layout.entry_path(key), O_RDONLY | O_NONBLOCK);
   if (!fd.valid()) return (errno == ENOENT || errno == ENOTDIR) ? Lookup::Miss : Lookup::ReadError;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Lookup::ReadError;
   if (!S_ISREG(st.st_mode)) return Lookup::Corrupt;
+  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) return Lookup::Corrupt;
   std::string data;
   if (read_all(fd.get(), &data, static_cast<size_t>(st.st_size)) != 0) return Lookup::ReadError;
   if (parse_entry(data, &key, true, nullptr, out) != ParseStatus::Ok) return Lookup::Corrupt;
@@ -143,7 +149,11 @@ bool DiskCache::Impl::write_temp(int fd, const std::string& bytes) {
 // power loss may leave behind a rename is just a miss that recompiles. fsync would cost every
 // put a journal commit (milliseconds, far more on NFS) to protect data we can regenerate.
 bool DiskCache::Impl::publish(const Key& key, const std::string& bytes) {
-  if (make_dir(layout.shard_dir(key)) != 0) return false;
+  // The whole folder may have been deleted under a running process (rm -rf ~/.cache/kjit):
+  // create it again rather than fail every put until restart.
+  int err = make_dir(layout.shard_dir(key));
+  if (err == ENOENT) err = make_dirs(layout.shard_dir(key));
+  if (err != 0) return false;
   const std::string final_path = layout.entry_path(key);
   std::string temp;
   UniqueFd fd;
@@ -226,6 +236,12 @@ bool DiskCache::put(const Key& key, const Entry& entry) {
   if (impl_->mode != Mode::ReadWrite) return false;
   try {
     std::string bytes = serialize_entry(key, entry);
+    // An entry over half the cap would make the next trim evict everything, itself included.
+    const uint64_t cap = impl_->opts.max_bytes;
+    if (cap != 0 && bytes.size() > cap / 2) {
+      ++impl_->oversized;
+      return false;
+    }
     if (!impl_->publish(key, bytes)) {
       ++impl_->write_errors;
       return false;
@@ -254,7 +270,7 @@ Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make,
     if (m.mode == Mode::ReadWrite) {
       // Serialize compiles of this key across processes. If the lock cannot be had (timeout,
       // lock folder not creatable) we compile anyway: a duplicate compile beats a stuck op.
-      if (make_dir(m.layout.lock_dir()) == 0)
+      if (make_dirs(m.layout.lock_dir()) == 0)
         lock = FileLock::acquire(m.layout.lock_path(key), m.opts.lock_timeout, true);
       // Whoever held the lock has probably just published the entry.
       Lookup second = lock ? m.lookup(key, &e) : Lookup::Miss;
@@ -288,6 +304,7 @@ Stats DiskCache::stats() const {
   s.read_errors = m.read_errors;
   s.write_errors = m.write_errors;
   s.evictions = m.evictions;
+  s.oversized = m.oversized;
   s.bytes_read = m.bytes_read;
   s.bytes_written = m.bytes_written;
   return s;

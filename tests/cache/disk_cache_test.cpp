@@ -370,3 +370,46 @@ TEST_CASE("max_bytes = 0 means no cap") {
   CHECK(cache.list().size() == 20);
   CHECK(cache.stats().evictions == 0);
 }
+
+TEST_CASE("an entry over half the cap is not stored and evicts nothing") {
+  TempDir tmp;
+  Options o = options_for(tmp.path());
+  o.max_bytes = 64 * 1024;
+  DiskCache cache(o);
+  for (int i = 0; i < 20; ++i)
+    REQUIRE(cache.put(key_of(std::to_string(i)), entry_of(std::string(1000, 'a'))));
+  CHECK_FALSE(cache.put(key_of("big"), entry_of(std::string(40 * 1024, 'b'))));
+  CHECK(cache.stats().oversized == 1);
+  CHECK(cache.stats().evictions == 0);
+  CHECK(cache.stats().write_errors == 0);
+  CHECK_FALSE(cache.get(key_of("big")));
+  CHECK(cache.list().size() == 20);
+}
+
+TEST_CASE("a cache folder deleted under a running process is created again by the next put") {
+  TempDir tmp;
+  const std::string dir = tmp / "cache";
+  DiskCache cache(options_for(dir));
+  REQUIRE(cache.put(key_of("before"), entry_of("x")));
+  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+  CHECK(cache.put(key_of("after"), entry_of("y")));
+  CHECK(cache.get(key_of("after"))->payload == "y");
+  bool made = false;
+  CHECK(cache
+            .get_or_make(
+                key_of("made"), [] { return entry_of("z"); }, &made)
+            .payload == "z");
+  CHECK(cache.stats().write_errors == 0);
+}
+
+TEST_CASE("a FIFO at an entry's path is a corrupt entry, not a hang") {
+  TempDir tmp;
+  DiskCache cache(options_for(tmp.path()));
+  const Key k = key_of("fifo");
+  REQUIRE(cache.put(k, entry_of("x")));
+  const std::string path = entry_path(tmp.path(), k);
+  REQUIRE(::unlink(path.c_str()) == 0);
+  REQUIRE(::mkfifo(path.c_str(), 0666) == 0);
+  CHECK_FALSE(cache.get(k));  // returns at once: no writer will ever open the FIFO
+  CHECK(cache.stats().corrupt == 1);
+}

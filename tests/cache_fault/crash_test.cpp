@@ -68,8 +68,13 @@ TEST_CASE("a writer killed mid-write leaves no visible entry; its temp file is c
     CHECK(cache.prune(std::nullopt, std::nullopt) == 0);
   }
   SUBCASE("removed by the trim that a put over the cap triggers") {
+    // A cap the trigger entry fits (at most half of it) but the folder's total is over: its
+    // put stores it and trims.
+    TempDir probe;
+    DiskCache sizing(options_for(probe.path()));
+    REQUIRE(sizing.put(key_of("trigger"), entry_of("t")));
     Options o = options_for(tmp.path());
-    o.max_bytes = 1;  // any put is over the cap
+    o.max_bytes = 2 * sizing.list().at(0).size + 1;
     DiskCache small(o);
     REQUIRE(small.put(key_of("trigger"), entry_of("t")));
     CHECK(small.stats().evictions >= 1);

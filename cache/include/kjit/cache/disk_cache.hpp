@@ -32,6 +32,7 @@ struct Entry {
 struct Stats {
   uint64_t hits = 0, misses = 0, compiles = 0, corrupt = 0;
   uint64_t read_errors = 0, write_errors = 0, evictions = 0;
+  uint64_t oversized = 0;  // puts not stored: the entry alone was over half the size cap
   uint64_t bytes_read = 0, bytes_written = 0;
 };
 
@@ -70,7 +71,9 @@ class DiskCache {
   // Verified read. Missing -> nullopt (miss). Anything wrong -> nullopt, counted corrupt. Never
   // throws.
   std::optional<Entry> get(const Key& key);
-  // Atomic publish. Never throws; false and counted on failure. No-op (false) unless ReadWrite.
+  // Atomic publish. Never throws; false and counted on failure. No-op (false) unless ReadWrite,
+  // and for an entry over half the size cap (counted as oversized: storing it would evict the
+  // whole cache, itself included, at the next trim).
   bool put(const Key& key, const Entry& entry);
 
   // get; on a miss take the per-key lock (bounded wait), get again, else call `make`, put, release.
