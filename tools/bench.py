@@ -235,9 +235,16 @@ def run_kjit_bench(build, replays, extra):
     out = os.path.join(build, "kjit-bench.json")
     cmd = [os.path.join(build, "tools", "kjit-bench"), "--json", out, "--replays", str(replays)] + extra
     print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=False)
+    if os.path.exists(out):
+        os.remove(out)  # never report an earlier run's results as this one's
+    rc = subprocess.run(cmd, check=False).returncode
+    # 3: kjit-bench ran every case but found a WRONG one; still tabulate, and fail at the end.
+    if rc not in (0, 3) or not os.path.exists(out):
+        sys.exit(f"bench.py: kjit-bench failed (exit {rc}); no results")
     with open(out) as f:
-        return json.load(f)
+        kb = json.load(f)
+    kb["exit_code"] = rc
+    return kb
 
 
 def geomean(v):
@@ -365,7 +372,9 @@ def main():
     plot(kb, gn, os.path.join(args.out, "bench.png"))
     print(env)
     print(md)
-    ok = all(p.get("kjit_correct") for p in peers)
+    if not peers:
+        sys.exit("bench.py: no case was measured (check --only and --kjit-args)")
+    ok = all(p.get("kjit_correct") for p in peers) and kb["exit_code"] == 0
     sys.exit(0 if ok else 3)
 
 

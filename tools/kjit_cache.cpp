@@ -88,10 +88,14 @@ int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
                 {"kinds", kinds},     {"archs", archs}};
     out["oldest_age_s"] = oldest ? json(now - oldest) : json(nullptr);
     out["newest_age_s"] = newest ? json(now - newest) : json(nullptr);
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", kjit::tools::json_text(out).c_str());
     return 0;
   }
-  std::printf("cache dir   %s%s\n", cache.dir().c_str(), exists ? "" : " (does not exist yet)");
+  const bool other = !exists && std::filesystem::exists(cache.dir(), ec);
+  std::printf("cache dir   %s%s\n", cache.dir().c_str(),
+              exists  ? ""
+              : other ? " (not a directory: the cache cannot use it)"
+                      : " (does not exist yet)");
   std::printf("entries     %zu", all.size());
   for (const auto& [k, n] : kinds)
     std::printf("%s%s %llu", k == kinds.begin()->first ? " (" : ", ", k.c_str(),
@@ -131,7 +135,7 @@ int cmd_list(kc::DiskCache& cache, bool as_json, bool full_keys) {
       if (!r.info.valid) e["error"] = r.info.error;
       out.push_back(std::move(e));
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", kjit::tools::json_text(out).c_str());
     return 0;
   }
   const int kw = full_keys ? 64 : 16;
@@ -154,11 +158,10 @@ int cmd_verify(kc::DiskCache& cache, bool as_json) {
     if (!e.valid)
       bad.push_back({{"key", e.key_hex}, {"path", e.path}, {"label", e.label}, {"error", e.error}});
   if (as_json) {
-    std::printf("%s\n", json{{"dir", cache.dir()},
-                             {"entries", all.size()},
-                             {"ok", all.size() - bad.size()},
-                             {"bad", bad}}
-                            .dump(2)
+    std::printf("%s\n", kjit::tools::json_text(json{{"dir", cache.dir()},
+                                                    {"entries", all.size()},
+                                                    {"ok", all.size() - bad.size()},
+                                                    {"bad", bad}})
                             .c_str());
   } else {
     for (const json& b : bad)

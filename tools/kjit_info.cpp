@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kjit/kjit.hpp"
+#include "tool_util.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"kjit-info: NVRTC, driver, device and cache as kjit sees them"};
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (json) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", kjit::tools::json_text(out).c_str());
     return 0;
   }
   std::printf("kjit %s\nNVRTC %s, archs:", out["kjit_version"].get<std::string>().c_str(),

@@ -282,7 +282,7 @@ int run(int argc, char** argv) {
     for (const auto& e : entries) m["problems"].push_back(e.problem);
     if (!manifest_archs.empty() || !arch_args.empty())
       m["archs"] = arch_args.empty() ? manifest_archs : arch_args;
-    std::printf("%s\n", m.dump(2).c_str());
+    std::printf("%s\n", kjit::tools::json_text(m).c_str());
     return failures.empty() ? 0 : 1;
   }
 
@@ -365,12 +365,11 @@ int run(int argc, char** argv) {
       }
     }
     if (json_out)
-      std::printf("%s\n", json{{"kernels", out},
-                               {"total", jobs.size()},
-                               {"cached", present},
-                               {"missing", jobs.size() - present},
-                               {"bad_entries", failures.size()}}
-                              .dump(2)
+      std::printf("%s\n", kjit::tools::json_text(json{{"kernels", out},
+                                                      {"total", jobs.size()},
+                                                      {"cached", present},
+                                                      {"missing", jobs.size() - present},
+                                                      {"bad_entries", failures.size()}})
                               .c_str());
     else
       std::printf("%zu kernels for %s: %zu cached, %zu missing (dry run, %s)\n", jobs.size(),
@@ -453,7 +452,7 @@ int run(int argc, char** argv) {
     }
     out["errors"] = std::move(errors);
     out["kernels"] = std::move(kernels);
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", kjit::tools::json_text(out).c_str());
   } else {
     std::printf("kjit-precompile: %zu compiled, %zu cached, %zu failed in %.2f s (%.1f kernels/s",
                 compiled, cached, failed, secs, rate);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -19,6 +20,20 @@ namespace kjit::tools {
 namespace {
 
 using nlohmann::json;
+
+// nlohmann parses deep nesting fine but copies and destroys it recursively: a manifest nested
+// 200 000 levels deep overflowed the stack. No problem needs more than three levels.
+constexpr int kMaxJsonDepth = 64;
+struct TooDeep {};
+
+json parse_bounded(const std::string& text) {
+  return json::parse(text, [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) throw TooDeep{};
+    return true;
+  });
+}
+
+const std::string kTooDeep = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -287,9 +302,11 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
 Manifest parse_manifest(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_bounded(text);
   } catch (const json::parse_error& e) {
     throw ManifestError(source + ": not valid JSON: " + e.what());
+  } catch (const TooDeep&) {
+    throw ManifestError(source + ": " + kTooDeep);
   }
   Manifest m;
   const json* problems = &j;
@@ -321,6 +338,9 @@ Manifest load_manifest_file(const std::string& path) {
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw ManifestError(path + ": is a directory, not a manifest file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ManifestError(path + ": cannot open the manifest");
     std::ostringstream ss;
@@ -344,9 +364,11 @@ json parse_problem_arg(const std::string& text) {
   size_t first = text.find_first_not_of(" \t\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
-      return json::parse(text);
+      return parse_bounded(text);
     } catch (const json::parse_error& e) {
       throw EntryError("", std::string("not valid JSON: ") + e.what());
+    } catch (const TooDeep&) {
+      throw EntryError("", kTooDeep);
     }
   }
   std::istringstream ss(text);

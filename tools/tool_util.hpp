@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,5 +28,11 @@ std::string format_age(int64_t seconds);   // "45s", "12m", "5h", "3d"
 // choose the mode by what the command does (read-only commands never touch a file).
 cache::Options cache_options(const std::string& dir, cache::Mode mode);
 const char* mode_name(cache::Mode m);
+
+// JSON output: file names and cache labels are bytes, not always UTF-8, so invalid sequences are
+// written as U+FFFD instead of making nlohmann throw mid-output.
+inline std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace kjit::tools

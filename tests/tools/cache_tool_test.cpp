@@ -260,3 +260,15 @@ TEST_CASE("kjit-cache usage errors") {
   CHECK(help.rc == 0);
   CHECK(help.out.find("verify") != std::string::npos);
 }
+
+TEST_CASE("kjit-cache --json output survives a folder name that is not UTF-8") {
+  TempDir dir;
+  const std::string cache = dir.path + "/caf\xe9";
+  for (const char* cmd : {"stats", "list", "verify"}) {
+    CAPTURE(cmd);
+    auto r =
+        run_tool("kjit-cache", std::string(cmd) + " --json --cache-dir '" + cache + "'", dir.path);
+    CHECK(r.rc == 0);
+    CHECK_NOTHROW(r.json());
+  }
+}

@@ -262,6 +262,15 @@ TEST_CASE("manifests: object or array, optional archs, default manifest holds kn
   CHECK_THROWS_AS(parse_manifest(R"({"problems": [], "archs": "sm_90"})", "bad.json"),
                   ManifestError);
   CHECK_THROWS_AS(load_manifest_file("/nonexistent/m.json"), ManifestError);
+  CHECK_THROWS_WITH_AS(load_manifest_file("/tmp"), doctest::Contains("is a directory"),
+                       ManifestError);
+  // Nesting deep enough to overflow the stack when copied is refused at parse time.
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  CHECK_THROWS_WITH_AS(parse_manifest(deep, "deep.json"), doctest::Contains("nested deeper"),
+                       ManifestError);
+  CHECK_THROWS_WITH_AS(parse_problem_arg(R"({"op": "group_norm", "affine": )" +
+                                         std::string(100, '[') + std::string(100, ']') + "}"),
+                       doctest::Contains("nested deeper"), EntryError);
 
   Manifest d = default_manifest();
   REQUIRE(d.problems.size() == 2);  // the two seed workloads

@@ -32,7 +32,7 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// `tool` is "kjit-precompile" or "kjit-cache"; `args` is appended as is (shell syntax). Paths
+// `tool` is "kjit-precompile", "kjit-cache" or "kjit-bench"; `args` is appended as is (shell syntax). Paths
 // used in tests come from mkdtemp and need no quoting.
 inline ToolResult run_tool(const std::string& tool, const std::string& args,
                            const std::string& scratch_dir) {

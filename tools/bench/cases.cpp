@@ -1,6 +1,10 @@
 #include "cases.hpp"
 
+#include <filesystem>
 #include <fstream>
+
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 
 namespace kjit_bench {
 
@@ -41,18 +45,76 @@ std::vector<Case> default_cases() {
   return out;
 }
 
+namespace {
+
+[[noreturn]] void bad_case(const std::string& where, const std::string& what) {
+  throw kjit::Error(kjit::Errc::InvalidArgument, where + ": " + what);
+}
+
+// The problem a case describes must be one kjit accepts: checked when the file is read, before
+// the benchmark spends minutes on the cases before it.
+void check_case(const Case& c, const std::string& where) {
+  if (c.op == "group_norm") {
+    if (c.layout != "nchw" && c.layout != "nhwc")
+      bad_case(where, "layout '" + c.layout + "' must be nchw or nhwc");
+    const auto layout = c.layout == "nhwc" ? kjit::ops::Layout::NHWC : kjit::ops::Layout::NCHW;
+    kjit::ops::validate(kjit::ops::GroupNormProblem::from_shape(
+        c.shape, c.groups, kjit::parse_dtype(c.dtype), layout));
+  } else if (c.op == "linear_gn_min") {
+    if (c.dtype != "fp32" && c.dtype != "tf32")
+      bad_case(where, "dtype '" + c.dtype + "' must be fp32 or tf32 for linear_gn_min");
+    if (c.shape.size() != 3)
+      bad_case(where, "linear_gn_min needs shape [M, K, N], got " + std::to_string(c.shape.size()) +
+                          " dims");
+    kjit::ops::LinearGnMinProblem p;
+    p.M = c.shape[0];
+    p.K = c.shape[1];
+    p.N = c.shape[2];
+    p.G = c.groups;
+    kjit::ops::validate(p);
+  } else {
+    bad_case(where, "op '" + c.op + "' must be group_norm or linear_gn_min");
+  }
+}
+
+}  // namespace
+
 std::vector<Case> load_cases(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw kjit::Error(kjit::Errc::Io, "shapes file '" + path + "' is a directory");
   std::ifstream f(path);
   if (!f) throw kjit::Error(kjit::Errc::Io, "cannot read shapes file '" + path + "'");
-  nlohmann::json j = nlohmann::json::parse(f);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    bad_case("shapes file '" + path + "'", std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_array()) bad_case("shapes file '" + path + "'", "must be a JSON array of cases");
   std::vector<Case> out;
-  for (const auto& e : j) {
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string where = "shapes file '" + path + "', case " + std::to_string(i);
+    const auto& e = j[i];
     Case c;
-    c.op = e.at("op").get<std::string>();
-    c.shape = e.at("shape").get<std::vector<int64_t>>();
-    c.groups = e.at("groups").get<int64_t>();
-    c.dtype = e.value("dtype", "f32");
-    c.layout = e.value("layout", "nchw");
+    try {
+      if (!e.is_object()) bad_case(where, "must be an object {op, shape, groups, dtype, layout}");
+      c.op = e.at("op").get<std::string>();
+      c.shape = e.at("shape").get<std::vector<int64_t>>();
+      c.groups = e.at("groups").get<int64_t>();
+      c.dtype = e.value("dtype", c.op == "linear_gn_min" ? "fp32" : "f32");
+      c.layout = e.value("layout", "nchw");
+    } catch (const nlohmann::json::exception& ex) {
+      bad_case(where, ex.what());
+    }
+    try {
+      check_case(c, where);
+    } catch (const kjit::Error& ex) {
+      if (ex.code() != kjit::Errc::InvalidArgument) throw;
+      const std::string msg = ex.what();
+      if (msg.rfind(where, 0) == 0) throw;
+      bad_case(where, msg);
+    }
     out.push_back(c);
   }
   return out;

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   bool skip_jit = false;
   app.add_option("--shapes", shapes_file, "JSON array of {op, shape, groups, dtype, layout}");
   app.add_option("--json", json_file, "write all results to this file");
-  app.add_option("--op", only_op, "only this op (group_norm or linear_gn_min)");
+  app.add_option("--op", only_op, "only this op (group_norm or linear_gn_min)")
+      ->check(CLI::IsMember({"group_norm", "linear_gn_min"}));
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
       ->check(CLI::Range(5, 100000));
   app.add_flag("--autotune", s.autotune, "autotune each problem first");
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    // The shape list first: a bad one is reported before the device work, and without a GPU too.
+    const auto cases =
+        shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
     kjit::Runtime rt;
     kjit::Stream stream(rt);
     nlohmann::json out;
@@ -47,8 +51,6 @@ int main(int argc, char** argv) {
     const double copy = kjit_bench::copy_bandwidth_gbps(rt, stream);
     out["copy_gbps"] = copy;
     std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy);
-    auto cases =
-        shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
     std::printf("%-13s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
                 "host us", "GB/s", "%copy", "rel_l2", "config");
     bool all_correct = true;
@@ -94,10 +96,22 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       out["results"].push_back(row);
     }
-    if (!json_file.empty()) std::ofstream(json_file) << out.dump(2) << "\n";
+    if (!json_file.empty()) {
+      std::ofstream f(json_file);
+      f << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      f.close();
+      if (!f) {
+        std::fprintf(stderr, "kjit-bench: could not write the results to '%s'\n",
+                     json_file.c_str());
+        return 1;
+      }
+    }
     return all_correct ? 0 : 3;
   } catch (const kjit::Error& e) {
     std::fprintf(stderr, "kjit-bench: %s error: %s\n", kjit::errc_name(e.code()), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kjit-bench: internal error: %s\n", e.what());
     return 1;
   }
 }

@@ -1,0 +1,48 @@
+// kjit-bench checks its shape list before it needs the device: a bad file is named with the case
+// and the rule, also on a machine without a GPU (where a good one then fails for want of a driver).
+#include <doctest/doctest.h>
+
+#include "test_util.hpp"
+#include "tool_runner.hpp"
+
+using kjit_test::run_tool;
+using kjit_test::TempDir;
+
+TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
+  TempDir dir;
+  const std::string path = dir.path + "/shapes.json";
+  auto run = [&](const std::string& text) {
+    kjit_test::write_text(path, text);
+    return run_tool("kjit-bench", "--skip-jit --shapes " + path, dir.path);
+  };
+  struct Bad {
+    const char* text;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {"", "not valid JSON"},
+      {R"({"op": "group_norm"})", "must be a JSON array"},
+      {R"([{"op": "group_norm", "shape": [8, 256]}])", "case 0: [json.exception.out_of_range.403]"},
+      {R"([{"op": "group_norm", "shape": "8x256", "groups": 32}])", "type must be array"},
+      {R"([{"op": "groupnorm", "shape": [8, 256], "groups": 32}])", "must be group_norm or"},
+      {R"([{"op": "group_norm", "shape": [8, 256, 4], "groups": 30}])", "divisible by groups"},
+      {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32, "layout": "NHWC"}])",
+       "layout 'NHWC' must be nchw or nhwc"},
+      {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32, "dtype": "fp64"}])", "fp64"},
+      {R"([{"op": "linear_gn_min", "shape": [8, 64, 64], "groups": 8, "dtype": "bf16"}])",
+       "must be fp32 or tf32"},
+      {R"([{"op": "linear_gn_min", "shape": [8, 64], "groups": 8}])", "needs shape [M, K, N]"},
+      {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32}, 7])",
+       "case 1: must be an object"},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.text);
+    const auto r = run(b.text);
+    CHECK(r.rc == 1);
+    CHECK_MESSAGE(r.err.find(b.message) != std::string::npos, r.err);
+    CHECK(r.err.find("no_driver") == std::string::npos);
+  }
+  CHECK(run_tool("kjit-bench", "--shapes " + dir.path, dir.path).err.find("is a directory") !=
+        std::string::npos);
+  CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc != 0);
+}
