@@ -179,8 +179,9 @@ int cmd_verify(kc::DiskCache& cache, bool as_json) {
 
 bool require_writable(kc::DiskCache& cache, const char* what) {
   if (cache.mode() == kc::Mode::ReadWrite) return true;
-  std::fprintf(stderr, "kjit-cache %s: cache folder %s is not writable\n", what,
-               cache.dir().c_str());
+  const std::string& why = cache.read_only_reason();
+  std::fprintf(stderr, "kjit-cache %s: cache folder %s is not writable%s%s%s\n", what,
+               cache.dir().c_str(), why.empty() ? "" : " (", why.c_str(), why.empty() ? "" : ")");
   return false;
 }
 

@@ -276,16 +276,6 @@ int run(int argc, char** argv) {
   size_t reported = 0;  // --problem values that did not parse are reported here
   for (; reported < failures.size(); ++reported) report(failures[reported]);
 
-  if (print_manifest) {
-    json m;
-    m["problems"] = json::array();
-    for (const auto& e : entries) m["problems"].push_back(e.problem);
-    if (!manifest_archs.empty() || !arch_args.empty())
-      m["archs"] = arch_args.empty() ? manifest_archs : arch_args;
-    std::printf("%s\n", kjit::tools::json_text(m).c_str());
-    return failures.empty() ? 0 : 1;
-  }
-
   // ---- targets ----
   std::vector<Target> targets;
   std::string target_note;
@@ -333,13 +323,28 @@ int run(int argc, char** argv) {
   }
   for (size_t i = reported; i < failures.size(); ++i) report(failures[i]);
 
+  if (print_manifest) {  // the entries that passed the checks above (the bad ones are reported)
+    json m;
+    m["problems"] = json::array();
+    for (const auto& e : entries)
+      if (std::none_of(failures.begin(), failures.end(),
+                       [&](const EntryFailure& f) { return f.entry == e.name(); }))
+        m["problems"].push_back(e.problem);
+    if (!manifest_archs.empty() || !arch_args.empty())
+      m["archs"] = arch_args.empty() ? manifest_archs : arch_args;
+    std::printf("%s\n", kjit::tools::json_text(m).c_str());
+    return failures.empty() ? 0 : 1;
+  }
+
   // ---- cache ----
   const kjit::cache::Mode mode =
       dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
   kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
   if (!dry_run && compiler.disk_cache().mode() != kjit::cache::Mode::ReadWrite) {
-    std::fprintf(stderr, "kjit-precompile: cache folder %s is not writable\n",
-                 compiler.disk_cache().dir().c_str());
+    const std::string& why = compiler.disk_cache().read_only_reason();
+    std::fprintf(stderr, "kjit-precompile: cache folder %s is not writable%s%s%s\n",
+                 compiler.disk_cache().dir().c_str(), why.empty() ? "" : " (", why.c_str(),
+                 why.empty() ? "" : ")");
     return 2;
   }
   std::string arch_list;

@@ -453,7 +453,7 @@ Target parse_target(const std::string& arch) {
   }
   if (!ptx && !digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.pop_back();
   const bool numeric =
-      !digits.empty() && digits.size() <= 4 &&
+      !digits.empty() && digits.size() <= 4 && digits[0] != '0' &&  // one spelling per arch
       std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!numeric)
     throw Error(Errc::InvalidArgument,

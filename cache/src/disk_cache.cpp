@@ -86,14 +86,15 @@ struct DiskCache::Impl {
   // When a trim could not get under the cap (files it may not delete), wait before rescanning
   // instead of walking the whole folder on every put.
   std::atomic<int64_t> next_trim_ns{0};
+  std::string read_only_reason;  // why a ReadWrite cache fell back to ReadOnly
 
   explicit Impl(Options o)
       : opts(std::move(o)), layout(opts.dir), mode(opts.mode), stall_write_ms(stall_ms_from_env()) {
     if (mode != Mode::ReadWrite) return;
-    std::string why = writability_problem(layout.root);
-    if (!why.empty()) {
+    read_only_reason = writability_problem(layout.root);
+    if (!read_only_reason.empty()) {
       mode = Mode::ReadOnly;
-      warn_read_only_once(opts.dir, why);
+      warn_read_only_once(opts.dir, read_only_reason);
     }
   }
 
@@ -214,6 +215,9 @@ DiskCache::~DiskCache() = default;
 
 Mode DiskCache::mode() const {
   return impl_->mode;
+}
+const std::string& DiskCache::read_only_reason() const {
+  return impl_->read_only_reason;
 }
 const std::string& DiskCache::dir() const {
   return impl_->opts.dir;

@@ -47,7 +47,7 @@ Target parse_arch(const std::string& arch) {
     digits.pop_back();
   }
   bool numeric =
-      !digits.empty() && digits.size() <= 4 &&
+      !digits.empty() && digits.size() <= 4 && digits[0] != '0' &&  // one spelling per arch
       std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!numeric || t.suffix.size() > 1)
     throw Error(Errc::InvalidArgument,

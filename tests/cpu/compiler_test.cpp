@@ -73,6 +73,7 @@ TEST_CASE("a bad arch is rejected with the supported list") {
   CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "sm_12"), kjit::Errc::Unsupported);
   CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "gfx90a"), kjit::Errc::InvalidArgument);
   CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "sm_"), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(c.get(affine(kjit::DType::F32, 2), "sm_090"), kjit::Errc::InvalidArgument);
   CHECK(kjit::Compiler::arch_for_cc(90) == "sm_90");
   CHECK(kjit::Compiler::arch_for_cc(990).rfind("compute_", 0) == 0);
 }

@@ -320,6 +320,7 @@ TEST_CASE("targets, sizes and durations") {
   CHECK_KJIT_ERROR(parse_target("hopper"), kjit::Errc::InvalidArgument);
   CHECK_KJIT_ERROR(parse_target("sm_90x"), kjit::Errc::InvalidArgument);
   CHECK_KJIT_ERROR(parse_target("compute_90a"), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(parse_target("sm_090"), kjit::Errc::InvalidArgument);  // one spelling per arch
 
   CHECK(parse_size("123") == 123u);
   CHECK(parse_size("64K") == 64u * 1024);

@@ -272,4 +272,12 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
                                          {"K", 8192},
                                          {"N", 8192},
                                          {"groups", 512}});
+  // A problem that fails its checks is reported, not echoed.
+  auto bad = run_tool("kjit-precompile",
+                      "--print-manifest -p 'group_norm f32 8x256x4x4 g=32' "
+                      "-p 'group_norm f32 8x256x4x4 g=33'",
+                      dir.path);
+  CHECK(bad.rc == 1);
+  CHECK(bad.json()["problems"].size() == 1);
+  CHECK(bad.err.find("divisible") != std::string::npos);
 }

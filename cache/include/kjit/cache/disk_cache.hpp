@@ -64,8 +64,10 @@ class DiskCache {
   DiskCache(const DiskCache&) = delete;
   DiskCache& operator=(const DiskCache&) = delete;
 
-  Mode mode()
-      const;  // effective mode (ReadWrite falls back to ReadOnly when the dir is not writable)
+  // Effective mode: ReadWrite falls back to ReadOnly when the dir is not writable, and
+  // read_only_reason() then says why (empty otherwise).
+  Mode mode() const;
+  const std::string& read_only_reason() const;
   const std::string& dir() const;
 
   // Verified read. Missing -> nullopt (miss). Anything wrong -> nullopt, counted corrupt. Never
