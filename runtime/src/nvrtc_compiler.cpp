@@ -175,7 +175,10 @@ const std::string& Compiler::nvrtc_build() {
         stat(info.dli_fname, &st) != 0)
       return std::string("unknown");
     const std::string path = info.dli_fname;
-    return path.substr(path.find_last_of('/') + 1) + " " + std::to_string(st.st_size);
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    // Linked statically, NVRTC lives in the executable, whose size says nothing about it.
+    if (name.find("nvrtc") == std::string::npos) return std::string("static");
+    return name + " " + std::to_string(st.st_size);
   }();
   return build;
 }

@@ -53,8 +53,9 @@ class Compiler {
   // The fixed NVRTC option set (arch option excluded), part of every key.
   static const std::vector<std::string>& options();
   static std::string nvrtc_version();  // "13.0"
-  // The loaded NVRTC library's file name and size (e.g. "libnvrtc.so.13 109338064"): part of
-  // every key, so a patch release of the same major.minor does not reuse the old build's cubins.
+  // The loaded NVRTC library's file name and size (e.g. "libnvrtc.so.13 109338064"; "static"
+  // when NVRTC is linked into the executable): part of every key, so a patch release of the same
+  // major.minor does not reuse the old build's cubins.
   static const std::string& nvrtc_build();
   static std::vector<int> supported_sm();  // e.g. {75, 80, 86, 89, 90, 100, 103, 120, ...}
   // The target for a device of compute capability cc (e.g. 90): "sm_90" if NVRTC knows it, else
