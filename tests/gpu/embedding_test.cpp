@@ -435,6 +435,41 @@ TEST_CASE("embedding: capturing an unprepared op raises CaptureCompile; the stre
   CHECK(rt.stats().compiler.nvrtc_compiles == 1);
 }
 
+// Autotuning allocates and synchronizes: a first autotuned call inside a capture must refuse
+// cleanly (CaptureCompile, nothing timed), and work once prepared.
+TEST_CASE(
+    "embedding: an autotuned GroupNorm refuses to tune inside a capture; prepared, it captures") {
+  kjit_test::TempDir dir;
+  kjit::Runtime rt(fresh_options(dir));  // cache off: no stored tuning result to fall back on
+  kjit::Stream stream(rt);
+  const GroupNormProblem p = gn({2, 64, 16, 16}, 8, DType::F32);
+  const HostCase h = make_case(p, 600);
+  DeviceCase dc(rt, h);
+  kjit::ops::GroupNormOptions opt;
+  opt.eps = kEps;
+  opt.autotune = true;
+  auto body = [&] {
+    kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(dc.x[0].ptr()),
+                          reinterpret_cast<void*>(dc.y.ptr()), reinterpret_cast<void*>(dc.w.ptr()),
+                          reinterpret_cast<void*>(dc.b.ptr()), opt, stream);
+  };
+  try {
+    kjit::Graph graph(rt, stream, body);
+    FAIL("autotuning inside a capture did not refuse");
+  } catch (const kjit::Error& e) {
+    CHECK_MESSAGE(e.code() == kjit::Errc::CaptureCompile, e.what());
+    CHECK_MESSAGE(std::string(e.what()).find("prepare_group_norm") != std::string::npos, e.what());
+  }
+  kjit::ops::prepare_group_norm(rt, p, opt);  // tunes now, outside any capture
+  dc.y.fill_bytes(0xFF);
+  kjit::synchronize(rt);
+  kjit::Graph graph(rt, stream, body);
+  graph.launch(stream);
+  stream.synchronize();
+  const Verdict v = dc.check(0);
+  CHECK_MESSAGE(v.pass, v.what);
+}
+
 // ---- contexts -----------------------------------------------------------------------------------
 
 TEST_CASE("embedding: kjit works while the app has its own context current, and keeps it current") {

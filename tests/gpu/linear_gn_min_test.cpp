@@ -643,6 +643,39 @@ TEST_CASE("linear_gn_min: concurrent streams with kjit's per-stream workspaces")
   CHECK(fb.get() <= 1e-6);
 }
 
+// CU_STREAM_PER_THREAD is one handle for a different stream in each thread: kjit's workspace for
+// it must be per thread too, or two threads' GEMMs write the same Y.
+TEST_CASE("linear_gn_min: threads on the per-thread default stream get workspaces of their own") {
+  const Data a = make_data(512, 1024, 2048, 64, false, kjit_test::seed() + 13);
+  const Data b = make_data(300, 700, 1536, 48, false, kjit_test::seed() + 14);
+  Device da(a, {}), db(b, {});
+  kjit::Stream sa(runtime()), sb(runtime());
+  const Run ra = run_op(a, Precision::Fp32, da, {}, true, sa);
+  const Run rb = run_op(b, Precision::Fp32, db, {}, true, sb);
+  auto hammer = [&](const Data& d, const Device& dev, const Run& want) {
+    const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+    LinearGnMinOptions opt;
+    opt.eps = d.eps;
+    double diff = 0;
+    for (int i = 0; i < 20; ++i) {
+      kjit::ops::linear_gn_min(runtime(), p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                               dev.biasp(), dev.outp(), opt, CU_STREAM_PER_THREAD);
+      if (i % 5 == 4) {
+        kjit::synchronize(runtime());
+        std::vector<float> out(want.out.size());
+        dev.out.download(out.data(), out.size() * 4);
+        for (size_t k = 0; k < out.size(); ++k)
+          diff = std::max(diff, static_cast<double>(std::fabs(out[k] - want.out[k])));
+      }
+    }
+    return diff;
+  };
+  auto fa = std::async(std::launch::async, [&] { return hammer(a, da, ra); });
+  auto fb = std::async(std::launch::async, [&] { return hammer(b, db, rb); });
+  CHECK(fa.get() <= 1e-6);
+  CHECK(fb.get() <= 1e-6);
+}
+
 TEST_CASE("linear_gn_min: prepared calls capture into a CUDA graph; unprepared ones refuse") {
   auto& rt = runtime();
   const Data d = make_data(256, 512, 1024, 32, false, kjit_test::seed() + 21);

@@ -101,7 +101,13 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
         bad(p, "config " + forced->describe() + " cannot be scheduled on " + rt.props().name);
       return plan;
     }
-    if (tune) return detail::build_plan(rt, p, detail::autotune(rt, p, aligned, opt.eps), stream);
+    if (tune) {
+      auto plan =
+          detail::build_plan(rt, p, detail::autotune(rt, p, aligned, opt.eps, stream), stream);
+      // A stored choice this device cannot schedule (a GPU of the same name with fewer SMs, MPS
+      // limits) falls back to the untuned path below.
+      if (plan->runnable) return plan;
+    }
     // The heuristic's choice, unless the device cannot co-schedule its cluster: then the
     // first candidate it can.
     for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {

@@ -39,7 +39,8 @@ float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, void** params) {
 
 }  // namespace
 
-GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps) {
+GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps,
+                         CUstream caller) {
   const std::vector<GroupNormConfig> cands = group_norm_candidates(p, rt.props().cc(), aligned);
   const cache::Key key = tune_key(rt, p, aligned, cands);
   cache::DiskCache& disk = rt.compiler().disk_cache();
@@ -47,6 +48,14 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
     for (const auto& c : cands)
       if (c.describe() == e->payload) return c;
   }
+  // Timing allocates and synchronizes, which would invalidate the caller's capture.
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (caller) KJIT_CU(cuStreamIsCapturing, caller, &cs);
+  if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw Error(Errc::CaptureCompile,
+                "group_norm: autotuning " + p.describe() +
+                    " would time its candidates while the stream is being captured into a "
+                    "graph: call prepare_group_norm with autotune before capturing");
   const size_t elems = static_cast<size_t>(p.N * p.C * p.S);
   const size_t esz = dtype_size(p.dtype);
   std::vector<unsigned char> host(elems * esz);

@@ -35,6 +35,8 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
-GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps);
+// Throws CaptureCompile when it would have to time them while `caller` is being captured.
+GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps,
+                         CUstream caller);
 
 }  // namespace kjit::ops::detail

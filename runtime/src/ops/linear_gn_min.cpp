@@ -1,6 +1,7 @@
 // Linear -> GroupNorm -> min -> + bias: validation, plans (the hot path only looks them up),
 // kjit's per-stream workspaces, the cuBLASLt GEMM and the fused kernel's launch.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -164,10 +165,25 @@ cublasLtHandle_t LgmState::handle(Runtime& rt) {
   return handle_->get();
 }
 
+namespace {
+
+// CU_STREAM_PER_THREAD is one handle for a different stream in every thread, so its workspaces
+// are kept per thread, under a key no stream handle can be (odd, and never 0x1 or 0x2). Ids are
+// never reused: a new thread cannot inherit a buffer the old one's stream may still be using.
+CUstream workspace_key(CUstream stream) {
+  if (stream != CU_STREAM_PER_THREAD) return stream;
+  static std::atomic<uintptr_t> next{0};
+  thread_local const uintptr_t id = next.fetch_add(1, std::memory_order_relaxed);
+  return reinterpret_cast<CUstream>((id << 4) | 0xB);
+}
+
+}  // namespace
+
 CUdeviceptr LgmState::workspace(Runtime& rt, CUstream stream, size_t bytes) {
+  const CUstream key = workspace_key(stream);
   {
     std::shared_lock lock(mu_);
-    auto it = by_stream_.find(stream);
+    auto it = by_stream_.find(key);
     if (it != by_stream_.end() && it->second.bytes >= bytes) return it->second.ptr;
   }
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -178,7 +194,7 @@ CUdeviceptr LgmState::workspace(Runtime& rt, CUstream stream, size_t bytes) {
                     " bytes yet and is being captured into a graph: call "
                     "reserve_linear_gn_min_workspace before capturing, or pass a workspace");
   std::unique_lock lock(mu_);
-  Buf& b = by_stream_[stream];
+  Buf& b = by_stream_[key];
   if (b.bytes >= bytes) return b.ptr;
   ContextGuard guard(rt.context());
   CUdeviceptr p = 0;
