@@ -63,7 +63,11 @@ LoadResult load() {
     if (st == CUDA_ERROR_NO_DEVICE) r.code = Errc::NoDevice;
     return r;
   }
-  r.drv.cuDriverGetVersion_fn(&r.drv.version);
+  st = r.drv.cuDriverGetVersion_fn(&r.drv.version);
+  if (st != CUDA_SUCCESS) {
+    r.why = "CUDA driver found but cuDriverGetVersion failed (CUresult " + std::to_string(st) + ")";
+    return r;
+  }
   if (r.drv.version < 12000) {
     r.why = "CUDA driver version " + std::to_string(r.drv.version) + " is older than 12.0";
     return r;
@@ -122,6 +126,14 @@ ContextGuard::ContextGuard(CUcontext ctx) {
     check_cu(d.cuCtxPushCurrent_fn(ctx), "cuCtxPushCurrent");
     pushed_ = true;
   }
+}
+
+ContextGuard::ContextGuard(CUcontext ctx, std::nothrow_t) noexcept {
+  if (!driver_available(nullptr)) return;
+  const Driver& d = loaded().drv;
+  CUcontext cur = nullptr;
+  if (d.cuCtxGetCurrent_fn(&cur) == CUDA_SUCCESS && cur == ctx) return;
+  pushed_ = d.cuCtxPushCurrent_fn(ctx) == CUDA_SUCCESS;
 }
 
 ContextGuard::~ContextGuard() {

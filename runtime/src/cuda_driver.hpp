@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <new>
 #include <string>
 
 namespace kjit::detail {
@@ -52,6 +53,9 @@ std::string cu_error_text(CUresult r);
 class ContextGuard {
  public:
   explicit ContextGuard(CUcontext ctx);
+  // For destructors: a context that cannot be made current is skipped, never thrown about (a
+  // throw from a destructor is std::terminate).
+  ContextGuard(CUcontext ctx, std::nothrow_t) noexcept;
   ~ContextGuard();
   ContextGuard(const ContextGuard&) = delete;
   ContextGuard& operator=(const ContextGuard&) = delete;

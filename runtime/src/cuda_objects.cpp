@@ -15,7 +15,7 @@ Stream::Stream(Runtime& rt) : rt_(rt) {
 }
 
 Stream::~Stream() {
-  ContextGuard g(rt_.context());
+  ContextGuard g(rt_.context(), std::nothrow);
   driver().cuStreamDestroy_fn(s_);
 }
 
@@ -29,7 +29,7 @@ Event::Event(Runtime& rt) : rt_(rt) {
 }
 
 Event::~Event() {
-  ContextGuard g(rt_.context());
+  ContextGuard g(rt_.context(), std::nothrow);
   driver().cuEventDestroy_fn(e_);
 }
 
@@ -71,7 +71,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::reset() {
   if (p_) {
-    ContextGuard g(rt_->context());
+    ContextGuard g(rt_->context(), std::nothrow);  // runs in the destructor and noexcept moves
     driver().cuMemFree_fn(p_);
     p_ = 0;
   }
