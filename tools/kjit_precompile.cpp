@@ -156,7 +156,7 @@ void compile_job(kjit::Compiler& compiler, Job& job) {
       job.status = Status::Failed;
       job.error =
           "compiled, but the entry could not be written to the cache (see the kjit: "
-          "warnings; disk full, or evicted by KJIT_CACHE_MAX_SIZE?)";
+          "warnings; disk full, evicted by KJIT_CACHE_MAX_SIZE, or larger than half of it?)";
     }
   } catch (const kjit::Error& e) {
     job.status = Status::Failed;

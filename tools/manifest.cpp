@@ -15,25 +15,12 @@
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
+#include "tool_util.hpp"
 
 namespace kjit::tools {
 namespace {
 
 using nlohmann::json;
-
-// nlohmann parses deep nesting fine but copies and destroys it recursively: a manifest nested
-// 200 000 levels deep overflowed the stack. No problem needs more than three levels.
-constexpr int kMaxJsonDepth = 64;
-struct TooDeep {};
-
-json parse_bounded(const std::string& text) {
-  return json::parse(text, [](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) throw TooDeep{};
-    return true;
-  });
-}
-
-const std::string kTooDeep = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -302,11 +289,11 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
 Manifest parse_manifest(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = parse_bounded(text);
+    j = parse_json_bounded(text);
   } catch (const json::parse_error& e) {
     throw ManifestError(source + ": not valid JSON: " + e.what());
-  } catch (const TooDeep&) {
-    throw ManifestError(source + ": " + kTooDeep);
+  } catch (const JsonTooDeep&) {
+    throw ManifestError(source + ": " + json_too_deep_text());
   }
   Manifest m;
   const json* problems = &j;
@@ -364,11 +351,11 @@ json parse_problem_arg(const std::string& text) {
   size_t first = text.find_first_not_of(" \t\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
-      return parse_bounded(text);
+      return parse_json_bounded(text);
     } catch (const json::parse_error& e) {
       throw EntryError("", std::string("not valid JSON: ") + e.what());
-    } catch (const TooDeep&) {
-      throw EntryError("", kTooDeep);
+    } catch (const JsonTooDeep&) {
+      throw EntryError("", json_too_deep_text());
     }
   }
   std::istringstream ss(text);

@@ -29,6 +29,20 @@ std::string format_age(int64_t seconds);   // "45s", "12m", "5h", "3d"
 cache::Options cache_options(const std::string& dir, cache::Mode mode);
 const char* mode_name(cache::Mode m);
 
+// nlohmann parses deep nesting fine but copies and destroys it recursively: a file nested 200 000
+// levels deep overflowed the stack. No input of the tools needs more than a few levels.
+constexpr int kMaxJsonDepth = 64;
+struct JsonTooDeep {};  // thrown by parse_json_bounded
+inline nlohmann::json parse_json_bounded(const std::string& text) {
+  return nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxJsonDepth) throw JsonTooDeep{};
+    return true;
+  });
+}
+inline std::string json_too_deep_text() {
+  return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+}
+
 // JSON output: file names and cache labels are bytes, not always UTF-8, so invalid sequences are
 // written as U+FFFD instead of making nlohmann throw mid-output.
 inline std::string json_text(const nlohmann::json& j) {

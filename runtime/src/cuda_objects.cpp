@@ -128,7 +128,7 @@ Graph::Graph(Runtime& rt, CUstream stream, const std::function<void()>& body) : 
 }
 
 Graph::~Graph() {
-  ContextGuard g(rt_.context());
+  ContextGuard g(rt_.context(), std::nothrow);
   if (exec_) driver().cuGraphExecDestroy_fn(exec_);
   if (g_) driver().cuGraphDestroy_fn(g_);
 }

@@ -152,7 +152,7 @@ Runtime::~Runtime() {
   if (!impl_ || !impl_->ctx) return;
   const detail::Driver& d = detail::driver();
   {
-    detail::ContextGuard guard(impl_->ctx);
+    detail::ContextGuard guard(impl_->ctx, std::nothrow);
     impl_->ops.reset();
     for (auto& kv : impl_->table)
       if (kv.second->kernel.module) d.cuModuleUnload_fn(kv.second->kernel.module);

@@ -143,9 +143,11 @@ TEST_CASE("an included header change changes the key") {
 TEST_CASE("the key names the loaded NVRTC library's build") {
   const std::string& b = kjit::Compiler::nvrtc_build();
   MESSAGE("nvrtc build: " << b);
-  CHECK(b.find("nvrtc") != std::string::npos);
-  CHECK(b.find(' ') != std::string::npos);
-  CHECK(std::stoll(b.substr(b.find(' ') + 1)) > 0);
+  if (b != "static") {  // NVRTC linked into the executable: nothing to name
+    CHECK(b.find("nvrtc") != std::string::npos);
+    CHECK(b.find(' ') != std::string::npos);
+    CHECK(std::stoll(b.substr(b.find(' ') + 1)) > 0);
+  }
 }
 
 // A template replaced while other threads compile must never leave one source's PTX under the

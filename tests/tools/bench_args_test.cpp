@@ -42,7 +42,13 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
     CHECK_MESSAGE(r.err.find(b.message) != std::string::npos, r.err);
     CHECK(r.err.find("no_driver") == std::string::npos);
   }
+  CHECK(run(std::string(100000, '[') + std::string(100000, ']')).err.find("nested deeper") !=
+        std::string::npos);
   CHECK(run_tool("kjit-bench", "--shapes " + dir.path, dir.path).err.find("is a directory") !=
         std::string::npos);
+  const auto unwritable =
+      run_tool("kjit-bench", "--json " + dir.path + "/no/such/dir/x.json", dir.path);
+  CHECK(unwritable.rc == 1);
+  CHECK(unwritable.err.find("cannot write the results") != std::string::npos);
   CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc != 0);
 }

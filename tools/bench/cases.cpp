@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
+#include "tool_util.hpp"
 
 namespace kjit_bench {
 
@@ -83,13 +85,16 @@ std::vector<Case> load_cases(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw kjit::Error(kjit::Errc::Io, "shapes file '" + path + "' is a directory");
-  std::ifstream f(path);
+  std::ifstream f(path, std::ios::binary);
   if (!f) throw kjit::Error(kjit::Errc::Io, "cannot read shapes file '" + path + "'");
+  const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = kjit::tools::parse_json_bounded(text);
   } catch (const nlohmann::json::exception& e) {
     bad_case("shapes file '" + path + "'", std::string("not valid JSON: ") + e.what());
+  } catch (const kjit::tools::JsonTooDeep&) {
+    bad_case("shapes file '" + path + "'", kjit::tools::json_too_deep_text());
   }
   if (!j.is_array()) bad_case("shapes file '" + path + "'", "must be a JSON array of cases");
   std::vector<Case> out;

@@ -8,6 +8,7 @@
 #include "cases.hpp"
 #include "jit_bench.hpp"
 #include "timing.hpp"
+#include "tool_util.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"kjit-bench: kjit ops on this GPU (device time by CUDA-graph replay)"};
@@ -35,6 +36,14 @@ int main(int argc, char** argv) {
     // The shape list first: a bad one is reported before the device work, and without a GPU too.
     const auto cases =
         shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
+    std::ofstream json_out;  // opened now: an unwritable path fails before minutes of work
+    if (!json_file.empty()) {
+      json_out.open(json_file);
+      if (!json_out) {
+        std::fprintf(stderr, "kjit-bench: cannot write the results to '%s'\n", json_file.c_str());
+        return 1;
+      }
+    }
     kjit::Runtime rt;
     kjit::Stream stream(rt);
     nlohmann::json out;
@@ -97,10 +106,9 @@ int main(int argc, char** argv) {
       out["results"].push_back(row);
     }
     if (!json_file.empty()) {
-      std::ofstream f(json_file);
-      f << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      f.close();
-      if (!f) {
+      json_out << kjit::tools::json_text(out) << "\n";
+      json_out.close();
+      if (!json_out) {
         std::fprintf(stderr, "kjit-bench: could not write the results to '%s'\n",
                      json_file.c_str());
         return 1;

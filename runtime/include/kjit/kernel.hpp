@@ -14,8 +14,10 @@ struct Dim3 {
 
 struct LaunchConfig {
   Dim3 grid, block;
-  unsigned shared_bytes = 0;  // dynamic shared memory; above 48 KB the attribute is raised for you
-  Dim3 cluster;               // thread-block cluster (sm_90+); {1,1,1} = none
+  // Dynamic shared memory; above the driver's default (48 KB less the kernel's static shared
+  // memory) the function's limit is raised for you.
+  unsigned shared_bytes = 0;
+  Dim3 cluster;  // thread-block cluster (sm_90+); {1,1,1} = none
   // Programmatic dependent launch (sm_90+): the kernel may begin while the stream's previous
   // kernel finishes. Only for kernels that execute griddepcontrol.wait (kjit/pdl.cuh) before
   // touching memory earlier work uses.

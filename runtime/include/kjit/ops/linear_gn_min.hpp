@@ -101,9 +101,11 @@ constexpr size_t kLinearGnMinGemmWorkspace = size_t{32} << 20;  // the cuBLASLt 
 // concurrent calls must then use different workspaces. Without it, kjit uses a workspace of its
 // own per stream (allocated on first use on that stream, grown when a larger problem comes, freed
 // with the Runtime): calls on one stream are ordered by the stream, calls on different streams
-// use different memory. CU_STREAM_PER_THREAD gets one per calling thread. Throws InvalidArgument (naming the value and the rule) before anything is
-// enqueued; Errc::CaptureCompile when the stream is being captured and the call would have to
-// build a plan or allocate (call prepare_linear_gn_min / reserve_linear_gn_min_workspace first).
+// use different memory. CU_STREAM_PER_THREAD gets one per calling thread (kept, like the others,
+// until the Runtime goes: pass `ws` from threads that come and go). Throws InvalidArgument (naming
+// the value and the rule) before anything is enqueued; Errc::CaptureCompile when the stream is
+// being captured and the call would have to build a plan or allocate (call prepare_linear_gn_min /
+// reserve_linear_gn_min_workspace first).
 void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
                    const float* linear_bias, const float* gamma, const float* beta,
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
