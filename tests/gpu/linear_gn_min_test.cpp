@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
@@ -514,6 +515,28 @@ void run_random(Precision pr, int count, double budget) {
                 << " ill-conditioned rows");
 }
 
+// 20 calls of d's problem on `stream` without a caller workspace, every fifth checked against
+// `want` after `sync`: the largest difference seen.
+double repeated_calls_diff(const Data& d, const Device& dev, const Run& want, CUstream stream,
+                           const std::function<void()>& sync) {
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  double diff = 0;
+  for (int i = 0; i < 20; ++i) {
+    kjit::ops::linear_gn_min(runtime(), p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                             dev.biasp(), dev.outp(), opt, stream);
+    if (i % 5 == 4) {
+      sync();
+      std::vector<float> out(want.out.size());
+      dev.out.download(out.data(), out.size() * 4);
+      for (size_t k = 0; k < out.size(); ++k)
+        diff = std::max(diff, static_cast<double>(std::fabs(out[k] - want.out[k])));
+    }
+  }
+  return diff;
+}
+
 }  // namespace
 
 TEST_CASE("linear_gn_min: the seed problem (M=1024, K=8192, N=8192, G=512) in fp32, tf32, bf16") {
@@ -619,26 +642,12 @@ TEST_CASE("linear_gn_min: concurrent streams with kjit's per-stream workspaces")
   const Run ra = run_op(a, Precision::Fp32, da, {}, true, sa);
   const Run rb = run_op(b, Precision::Fp32, db, {}, true, sb);
   // Two threads, each on its own stream without a caller workspace, many calls each.
-  auto hammer = [&](const Data& d, const Device& dev, kjit::Stream& s, const Run& want) {
-    const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
-    LinearGnMinOptions opt;
-    opt.eps = d.eps;
-    double diff = 0;
-    for (int i = 0; i < 20; ++i) {
-      kjit::ops::linear_gn_min(runtime(), p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
-                               dev.biasp(), dev.outp(), opt, s);
-      if (i % 5 == 4) {
-        s.synchronize();
-        std::vector<float> out(want.out.size());
-        dev.out.download(out.data(), out.size() * 4);
-        for (size_t k = 0; k < out.size(); ++k)
-          diff = std::max(diff, static_cast<double>(std::fabs(out[k] - want.out[k])));
-      }
-    }
-    return diff;
-  };
-  auto fa = std::async(std::launch::async, [&] { return hammer(a, da, sa, ra); });
-  auto fb = std::async(std::launch::async, [&] { return hammer(b, db, sb, rb); });
+  auto fa = std::async(std::launch::async, [&] {
+    return repeated_calls_diff(a, da, ra, sa, [&] { sa.synchronize(); });
+  });
+  auto fb = std::async(std::launch::async, [&] {
+    return repeated_calls_diff(b, db, rb, sb, [&] { sb.synchronize(); });
+  });
   CHECK(fa.get() <= 1e-6);
   CHECK(fb.get() <= 1e-6);
 }
@@ -652,26 +661,12 @@ TEST_CASE("linear_gn_min: threads on the per-thread default stream get workspace
   kjit::Stream sa(runtime()), sb(runtime());
   const Run ra = run_op(a, Precision::Fp32, da, {}, true, sa);
   const Run rb = run_op(b, Precision::Fp32, db, {}, true, sb);
-  auto hammer = [&](const Data& d, const Device& dev, const Run& want) {
-    const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
-    LinearGnMinOptions opt;
-    opt.eps = d.eps;
-    double diff = 0;
-    for (int i = 0; i < 20; ++i) {
-      kjit::ops::linear_gn_min(runtime(), p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
-                               dev.biasp(), dev.outp(), opt, CU_STREAM_PER_THREAD);
-      if (i % 5 == 4) {
-        kjit::synchronize(runtime());
-        std::vector<float> out(want.out.size());
-        dev.out.download(out.data(), out.size() * 4);
-        for (size_t k = 0; k < out.size(); ++k)
-          diff = std::max(diff, static_cast<double>(std::fabs(out[k] - want.out[k])));
-      }
-    }
-    return diff;
-  };
-  auto fa = std::async(std::launch::async, [&] { return hammer(a, da, ra); });
-  auto fb = std::async(std::launch::async, [&] { return hammer(b, db, rb); });
+  // The context-wide wait: CU_STREAM_PER_THREAD names no stream of this thread to wait for.
+  auto sync = [] { kjit::synchronize(runtime()); };
+  auto fa = std::async(std::launch::async,
+                       [&] { return repeated_calls_diff(a, da, ra, CU_STREAM_PER_THREAD, sync); });
+  auto fb = std::async(std::launch::async,
+                       [&] { return repeated_calls_diff(b, db, rb, CU_STREAM_PER_THREAD, sync); });
   CHECK(fa.get() <= 1e-6);
   CHECK(fb.get() <= 1e-6);
 }
