@@ -359,6 +359,8 @@ def main():
         peers.append(row)
         print(json.dumps(row), f"({time.time() - t0:.0f}s)", flush=True)
         torch.cuda.empty_cache()
+    if not peers:  # before anything is written over an earlier run's results
+        sys.exit("bench.py: no case was measured (check --only and --kjit-args)")
     gn = [p for p in peers if p["op"] == "group_norm"]
     lgm = [p for p in peers if p["op"] == "linear_gn_min"]
     md = table(kb, gn) + "\n\n" + lgm_table(kb, lgm)
@@ -372,8 +374,6 @@ def main():
     plot(kb, gn, os.path.join(args.out, "bench.png"))
     print(env)
     print(md)
-    if not peers:
-        sys.exit("bench.py: no case was measured (check --only and --kjit-args)")
     ok = all(p.get("kjit_correct") for p in peers) and kb["exit_code"] == 0
     sys.exit(0 if ok else 3)
 

@@ -179,9 +179,8 @@ int cmd_verify(kc::DiskCache& cache, bool as_json) {
 
 bool require_writable(kc::DiskCache& cache, const char* what) {
   if (cache.mode() == kc::Mode::ReadWrite) return true;
-  const std::string& why = cache.read_only_reason();
-  std::fprintf(stderr, "kjit-cache %s: cache folder %s is not writable%s%s%s\n", what,
-               cache.dir().c_str(), why.empty() ? "" : " (", why.c_str(), why.empty() ? "" : ")");
+  std::fprintf(stderr, "%s\n",
+               kjit::tools::not_writable_text(std::string("kjit-cache ") + what, cache).c_str());
   return false;
 }
 

@@ -156,7 +156,7 @@ void compile_job(kjit::Compiler& compiler, Job& job) {
       job.status = Status::Failed;
       job.error =
           "compiled, but the entry could not be written to the cache (see the kjit: "
-          "warnings; disk full, evicted by KJIT_CACHE_MAX_SIZE, or larger than half of it?)";
+          "warnings; disk full, evicted by KJIT_CACHE_MAX_SIZE, or over half of it)";
     }
   } catch (const kjit::Error& e) {
     job.status = Status::Failed;
@@ -296,6 +296,7 @@ int run(int argc, char** argv) {
   // ---- jobs: distinct (specialization, arch), in manifest order ----
   std::vector<Job> jobs;
   std::map<std::string, size_t> job_index;
+  std::vector<const json*> passed;  // the problems whose entries gave no failure
   for (const auto& pe : entries) {
     try {
       for (const Target& t : targets) {
@@ -314,6 +315,7 @@ int run(int argc, char** argv) {
             j.entries.push_back(pe.name());
         }
       }
+      passed.push_back(&pe.problem);
     } catch (const EntryError& e) {
       // Fields are checked before the target matters: one error per entry, whatever the archs.
       failures.push_back({pe.name(), pe.index, pe.source, e.field(), e.what()});
@@ -326,10 +328,7 @@ int run(int argc, char** argv) {
   if (print_manifest) {  // the entries that passed the checks above (the bad ones are reported)
     json m;
     m["problems"] = json::array();
-    for (const auto& e : entries)
-      if (std::none_of(failures.begin(), failures.end(),
-                       [&](const EntryFailure& f) { return f.entry == e.name(); }))
-        m["problems"].push_back(e.problem);
+    for (const json* problem : passed) m["problems"].push_back(*problem);
     if (!manifest_archs.empty() || !arch_args.empty())
       m["archs"] = arch_args.empty() ? manifest_archs : arch_args;
     std::printf("%s\n", kjit::tools::json_text(m).c_str());
@@ -341,10 +340,8 @@ int run(int argc, char** argv) {
       dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
   kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
   if (!dry_run && compiler.disk_cache().mode() != kjit::cache::Mode::ReadWrite) {
-    const std::string& why = compiler.disk_cache().read_only_reason();
-    std::fprintf(stderr, "kjit-precompile: cache folder %s is not writable%s%s%s\n",
-                 compiler.disk_cache().dir().c_str(), why.empty() ? "" : " (", why.c_str(),
-                 why.empty() ? "" : ")");
+    std::fprintf(stderr, "%s\n",
+                 kjit::tools::not_writable_text("kjit-precompile", compiler.disk_cache()).c_str());
     return 2;
   }
   std::string arch_list;

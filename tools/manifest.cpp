@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -120,9 +119,12 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
             "bias"});
   const DType dtype = dtype_field(f, "dtype", "f32");
   const DType param_dtype = dtype_field(f, "param_dtype", dtype_name(dtype));
-  const std::string layout = lower(f.string("layout", "nchw"));
-  if (layout != "nchw" && layout != "nhwc")
-    throw EntryError("layout", "'" + layout + "' is not nchw or nhwc");
+  Layout layout;
+  try {
+    layout = parse_layout(lower(f.string("layout", "nchw")));
+  } catch (const Error& e) {
+    throw EntryError("layout", e.what());
+  }
   const std::vector<int64_t> shape = f.integers("shape");
   const int64_t groups = f.integer("groups");
   const std::string act = lower(f.string("activation", "silu"));
@@ -136,8 +138,7 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
     throw EntryError("shape", "needs at least 2 dims (N, C), got " + std::to_string(shape.size()));
   GroupNormProblem p;
   try {
-    p = GroupNormProblem::from_shape(shape, groups, dtype,
-                                     layout == "nhwc" ? Layout::NHWC : Layout::NCHW);
+    p = GroupNormProblem::from_shape(shape, groups, dtype, layout);
   } catch (const Error& e) {
     throw EntryError("shape", e.what());
   }
@@ -289,11 +290,9 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
 Manifest parse_manifest(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = parse_json_bounded(text);
-  } catch (const json::parse_error& e) {
-    throw ManifestError(source + ": not valid JSON: " + e.what());
-  } catch (const JsonTooDeep&) {
-    throw ManifestError(source + ": " + json_too_deep_text());
+    j = parse_json(text);
+  } catch (const JsonError& e) {
+    throw ManifestError(source + ": " + e.what());
   }
   Manifest m;
   const json* problems = &j;
@@ -325,15 +324,11 @@ Manifest load_manifest_file(const std::string& path) {
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-      throw ManifestError(path + ": is a directory, not a manifest file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ManifestError(path + ": cannot open the manifest");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw ManifestError(path + ": cannot read the manifest");
-    text = ss.str();
+    try {
+      text = read_text_file(path);
+    } catch (const Error& e) {
+      throw ManifestError(std::string(e.what()) + " (the manifest)");
+    }
   }
   return parse_manifest(text, path == "-" ? "<stdin>" : path);
 }
@@ -351,11 +346,9 @@ json parse_problem_arg(const std::string& text) {
   size_t first = text.find_first_not_of(" \t\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
-      return parse_json_bounded(text);
-    } catch (const json::parse_error& e) {
-      throw EntryError("", std::string("not valid JSON: ") + e.what());
-    } catch (const JsonTooDeep&) {
-      throw EntryError("", json_too_deep_text());
+      return parse_json(text);
+    } catch (const JsonError& e) {
+      throw EntryError("", e.what());
     }
   }
   std::istringstream ss(text);

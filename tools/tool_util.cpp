@@ -1,6 +1,11 @@
 #include "tool_util.hpp"
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "kjit/error.hpp"
 
 namespace kjit::tools {
 namespace {
@@ -86,6 +91,39 @@ const char* mode_name(cache::Mode m) {
       return "rw";
   }
   return "?";
+}
+
+nlohmann::json parse_json(const std::string& text) {
+  constexpr int kMaxDepth = 64;
+  struct TooDeep {};
+  try {
+    return nlohmann::json::parse(text,
+                                 [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+                                   if (depth > kMaxDepth) throw TooDeep{};
+                                   return true;
+                                 });
+  } catch (const nlohmann::json::parse_error& e) {
+    throw JsonError(std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    throw JsonError("JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
+}
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(Errc::Io, path + ": is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Errc::Io, path + ": cannot open it");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw Error(Errc::Io, path + ": cannot read it");
+  return text;
+}
+
+std::string not_writable_text(const std::string& what, const cache::DiskCache& cache) {
+  const std::string& why = cache.read_only_reason();
+  return what + ": cache folder " + cache.dir() + " is not writable" +
+         (why.empty() ? "" : " (" + why + ")");
 }
 
 }  // namespace kjit::tools

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -29,19 +30,21 @@ std::string format_age(int64_t seconds);   // "45s", "12m", "5h", "3d"
 cache::Options cache_options(const std::string& dir, cache::Mode mode);
 const char* mode_name(cache::Mode m);
 
-// nlohmann parses deep nesting fine but copies and destroys it recursively: a file nested 200 000
-// levels deep overflowed the stack. No input of the tools needs more than a few levels.
-constexpr int kMaxJsonDepth = 64;
-struct JsonTooDeep {};  // thrown by parse_json_bounded
-inline nlohmann::json parse_json_bounded(const std::string& text) {
-  return nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxJsonDepth) throw JsonTooDeep{};
-    return true;
-  });
-}
-inline std::string json_too_deep_text() {
-  return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
-}
+// A tool's JSON input, parsed. Nesting is bounded: nlohmann parses deep nesting fine but copies
+// and destroys it recursively, and a file nested 200 000 levels deep overflowed the stack. No
+// input of the tools needs more than a few levels. JsonError says "not valid JSON: ..." or
+// "JSON nested deeper than 64 levels".
+struct JsonError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+nlohmann::json parse_json(const std::string& text);
+
+// The whole file at `path` as text. Errc::Io naming the path when it is a directory or cannot
+// be read.
+std::string read_text_file(const std::string& path);
+
+// "<what>: cache folder <dir> is not writable (<why>)", for a cache that fell back to read-only.
+std::string not_writable_text(const std::string& what, const cache::DiskCache& cache);
 
 // JSON output: file names and cache labels are bytes, not always UTF-8, so invalid sequences are
 // written as U+FFFD instead of making nlohmann throw mid-output.

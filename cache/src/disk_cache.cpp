@@ -243,7 +243,10 @@ bool DiskCache::put(const Key& key, const Entry& entry) {
     // An entry over half the cap would make the next trim evict everything, itself included.
     const uint64_t cap = impl_->opts.max_bytes;
     if (cap != 0 && bytes.size() > cap / 2) {
-      ++impl_->oversized;
+      if (impl_->oversized++ == 0)  // once per cache: every such put would say the same
+        warn("not caching " + entry.label + " (" + std::to_string(bytes.size()) +
+             " bytes): entries over half of the size cap (" + std::to_string(cap) +
+             " bytes, KJIT_CACHE_MAX_SIZE) are not stored");
       return false;
     }
     if (!impl_->publish(key, bytes)) {

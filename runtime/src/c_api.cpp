@@ -34,13 +34,6 @@ int guarded(F&& f) {
   }
 }
 
-kjit::ops::Layout parse_layout(const char* s) {
-  const std::string l = s ? s : "";
-  if (l == "nchw") return kjit::ops::Layout::NCHW;
-  if (l == "nhwc") return kjit::ops::Layout::NHWC;
-  throw kjit::Error(kjit::Errc::InvalidArgument, "layout '" + l + "' must be nchw or nhwc");
-}
-
 const char* not_null(const char* s, const char* what) {
   if (!s) throw kjit::Error(kjit::Errc::InvalidArgument, std::string(what) + " is NULL");
   return s;
@@ -52,7 +45,7 @@ kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, in
                                        int64_t s, int64_t groups, int silu, bool affine) {
   kjit::ops::GroupNormProblem p;
   p.dtype = p.param_dtype = kjit::parse_dtype(not_null(dtype, "dtype"));
-  p.layout = parse_layout(not_null(layout, "layout"));
+  p.layout = kjit::ops::parse_layout(not_null(layout, "layout"));
   p.N = n;
   p.C = c;
   p.S = s;

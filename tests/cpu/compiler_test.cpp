@@ -8,13 +8,9 @@
 #include "kjit/kjit.hpp"
 #include "test_util.hpp"
 
-namespace {
+using kjit_test::cache_in;
 
-kjit::cache::Options cache_in(const std::string& dir) {
-  kjit::cache::Options o;
-  o.dir = dir;
-  return o;
-}
+namespace {
 
 kjit::Spec affine(kjit::DType t, int scale) {
   kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_affine");

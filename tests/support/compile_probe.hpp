@@ -11,7 +11,7 @@ namespace kjit_test {
 
 class CompileProbe {
  public:
-  CompileProbe() : compiler_(options(dir_)) {}
+  CompileProbe() : compiler_(cache_in(dir_.path)) {}
 
   kjit::CompiledKernel compile(const kjit::Spec& s, const std::string& arch) {
     kjit::CompiledKernel k = compiler_.compile(s, arch);
@@ -28,11 +28,6 @@ class CompileProbe {
   }
 
  private:
-  static kjit::cache::Options options(const TempDir& dir) {
-    kjit::cache::Options o;
-    o.dir = dir.path;
-    return o;
-  }
   TempDir dir_;  // declared first: the compiler's cache lives in it
   kjit::Compiler compiler_;
   int count_ = 0;

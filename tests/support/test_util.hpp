@@ -12,6 +12,8 @@
 #include <random>
 #include <string>
 
+#include "kjit/cache/disk_cache.hpp"
+
 namespace kjit_test {
 
 inline uint64_t seed() {
@@ -45,6 +47,13 @@ struct TempDir {
     std::filesystem::remove_all(path, ec);
   }
 };
+
+// Cache options for a folder of the test's own (the rest as the defaults).
+inline kjit::cache::Options cache_in(const std::string& dir) {
+  kjit::cache::Options o;
+  o.dir = dir;
+  return o;
+}
 
 }  // namespace kjit_test
 

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kjit/kjit.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 
 namespace kjit_bench {
 
@@ -28,6 +30,9 @@ struct Settings {
 
 std::vector<Case> default_cases();
 std::vector<Case> load_cases(const std::string& path);  // JSON array of case objects
+// The problem of a case (throws InvalidArgument for a dtype, layout or shape it cannot be).
+kjit::ops::GroupNormProblem group_norm_problem(const Case& c);
+kjit::ops::LinearGnMinProblem linear_gn_min_problem(const Case& c);
 std::string shape_text(const Case& c);
 
 // Runs one case and returns its row (device_us, host_us, bytes, GB/s, error, config, ...).

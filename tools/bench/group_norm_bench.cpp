@@ -19,8 +19,7 @@ class GnCase {
  public:
   GnCase(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s)
       : rt_(rt), stream_(stream), c_(c), s_(s), dt_(kjit::parse_dtype(c.dtype)) {
-    const auto layout = c.layout == "nhwc" ? kjit::ops::Layout::NHWC : kjit::ops::Layout::NCHW;
-    p_ = GroupNormProblem::from_shape(c.shape, c.groups, dt_, layout);
+    p_ = group_norm_problem(c);
     n_ = static_cast<size_t>(p_.N * p_.C * p_.S);
     bytes_ = n_ * kjit::dtype_size(dt_);
     // Rotating sets of (x, y) together larger than the L2, so every launch reads from HBM.
@@ -29,8 +28,9 @@ class GnCase {
     x_ = kjit::host::random_normal(dt_, n_, 1.f, 2.f, 42);
     w_ = kjit::host::random_normal(dt_, static_cast<size_t>(p_.C), 1.f, 0.5f, 43);
     b_ = kjit::host::random_normal(dt_, static_cast<size_t>(p_.C), 0.f, 0.5f, 44);
+    const auto x_bytes = kjit::host::to_bytes(dt_, x_);
     for (int i = 0; i < sets_; ++i) {
-      xs_.push_back(kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(dt_, x_)));
+      xs_.push_back(kjit::DeviceBuffer::from_host(rt, x_bytes));
       ys_.emplace_back(rt, bytes_);
     }
     dw_ = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(dt_, w_));

@@ -12,12 +12,7 @@ namespace kjit_bench {
 
 nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case& c,
                                  const Settings& s) {
-  kjit::ops::LinearGnMinProblem p;
-  p.M = c.shape.at(0);
-  p.K = c.shape.at(1);
-  p.N = c.shape.at(2);
-  p.G = c.groups;
-  p.precision = c.dtype == "tf32" ? kjit::ops::Precision::Tf32 : kjit::ops::Precision::Fp32;
+  const kjit::ops::LinearGnMinProblem p = linear_gn_min_problem(c);
   kjit::ops::LinearGnMinOptions opt;
   opt.autotune = s.autotune;
   const auto info = kjit::ops::prepare_linear_gn_min(rt, p, opt);

@@ -23,10 +23,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(5, 100000));
   app.add_flag("--autotune", s.autotune, "autotune each problem first");
   bool sweep = false;
-  app.add_flag("--sweep", sweep,
-               "GroupNorm: check and time every autotune candidate of each case (device time)");
+  CLI::Option* sweep_flag =
+      app.add_flag("--sweep", sweep,
+                   "GroupNorm: check and time every autotune candidate of each case (device time)");
   app.add_option("--sweep-filter", s.sweep_filter,
-                 "--sweep: only the configs whose description contains this text (e.g. 'smem')");
+                 "--sweep: only the configs whose description contains this text (e.g. 'smem')")
+      ->needs(sweep_flag);
   app.add_flag(
       "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
   app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
@@ -86,14 +88,9 @@ int main(int argc, char** argv) {
         }
         continue;
       }
-      if (c.op == "group_norm") {
-        row = kjit_bench::run_group_norm(rt, stream, c, s);
-      } else if (c.op == "linear_gn_min") {
-        row = kjit_bench::run_linear_gn_min(rt, stream, c, s);
-      } else {
-        std::fprintf(stderr, "kjit-bench: unknown op '%s' in the shape list\n", c.op.c_str());
-        return 2;
-      }
+      // load_cases accepted only these two ops.
+      row = c.op == "group_norm" ? kjit_bench::run_group_norm(rt, stream, c, s)
+                                 : kjit_bench::run_linear_gn_min(rt, stream, c, s);
       row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
       if (row.contains("correct") && !row["correct"].get<bool>()) all_correct = false;
       std::printf("%-13s %-22s %-5s %10.2f %9.2f %8.0f %5.1f%% %9.2e  %s%s\n", c.op.c_str(),

@@ -98,6 +98,16 @@ GroupNormConfig smem_config(const GroupNormProblem& p, int cs, int threads) {
 
 }  // namespace
 
+const char* layout_name(Layout l) {
+  return l == Layout::NHWC ? "nhwc" : "nchw";
+}
+
+Layout parse_layout(const std::string& s) {
+  for (Layout l : {Layout::NCHW, Layout::NHWC})
+    if (s == layout_name(l)) return l;
+  throw Error(Errc::InvalidArgument, "layout '" + s + "' must be nchw or nhwc");
+}
+
 void validate(const GroupNormProblem& p) {
   auto bad = [&](const std::string& what) {
     throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");

@@ -20,6 +20,9 @@ enum class Layout {
   NHWC
 };  // channels-first ([N, C, *spatial]) or channels-last ([N, *spatial, C])
 enum class Activation { None, SiLU };
+const char* layout_name(Layout l);  // "nchw", "nhwc"
+// The inverse of layout_name; throws InvalidArgument naming the text for anything else.
+Layout parse_layout(const std::string& s);
 
 struct GroupNormProblem {
   DType dtype = DType::F32;        // x and y
