@@ -43,7 +43,7 @@ __forceinline__ Pack<T, V> load_pack(const T* p) {
 
 // L2 eviction priorities for streaming passes (sm_80+): evict_last for data read again soon (a
 // statistics pass whose second read should hit L2), evict_first for data read for the last time.
-enum class L2Hint { kNone, kKeep, kDrop };
+enum class L2Hint { kKeep, kDrop };
 
 __forceinline__ unsigned long long l2_policy(L2Hint h) {
   unsigned long long p = 0;

@@ -39,7 +39,7 @@ const char* not_null(const char* s, const char* what) {
   return s;
 }
 
-// Problems are built and checked before runtime(): a bad argument is reported as such, not as
+// Each entry point checks its arguments before runtime(): a bad one is reported as such, not as
 // "no driver" on a machine without a GPU.
 kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, int64_t n, int64_t c,
                                        int64_t s, int64_t groups, int silu, bool affine) {
@@ -52,7 +52,6 @@ kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, in
   p.groups = groups;
   p.activation = silu ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
   p.has_weight = p.has_bias = affine;
-  kjit::ops::validate(p);
   return p;
 }
 
@@ -64,7 +63,6 @@ kjit::ops::LinearGnMinProblem lgm_problem(const char* precision, int64_t m, int6
   p.N = n;
   p.G = groups;
   p.precision = kjit::ops::parse_precision(not_null(precision, "precision"));
-  kjit::ops::validate(p);
   return p;
 }
 
@@ -106,6 +104,7 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
                             int64_t size) {
   return guarded([&] {
     auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
+    kjit::ops::validate(p);
     kjit::ops::GroupNormOptions o;
     o.autotune = autotune != 0;
     copy_text(kjit::ops::prepare_group_norm(runtime(), p, o).describe(), buf, size);
@@ -132,8 +131,9 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
   return guarded([&] {
     kjit::ops::LinearGnMinOptions o;
     o.autotune = autotune != 0;
-    auto info =
-        kjit::ops::prepare_linear_gn_min(runtime(), lgm_problem(precision, m, k, n, groups), o);
+    const auto p = lgm_problem(precision, m, k, n, groups);
+    kjit::ops::validate(p);
+    auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, o);
     copy_text(info.kernel + "; GEMM " + info.gemm_algo + " (" + info.gemm_source + ")", buf, size);
   });
 }

@@ -118,6 +118,13 @@ void check_cu(CUresult r, const char* what) {
   throw Error(Errc::Cuda, std::string(what) + " failed: " + cu_error_text(r));
 }
 
+bool capturing(CUstream stream) {
+  if (!stream) return false;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  check_cu(driver().cuStreamIsCapturing_fn(stream, &st), "cuStreamIsCapturing");
+  return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 ContextGuard::ContextGuard(CUcontext ctx) {
   const Driver& d = driver();
   CUcontext cur = nullptr;

@@ -50,6 +50,10 @@ void check_cu(CUresult r, const char* what);
 std::string cu_error_text(CUresult r);
 
 // Makes `ctx` current for the scope when it is not already (one TLS read when it is).
+// Whether `stream` is being captured into a graph (false for the null stream): work that
+// allocates, synchronizes or compiles must refuse then, with Errc::CaptureCompile.
+bool capturing(CUstream stream);
+
 class ContextGuard {
  public:
   explicit ContextGuard(CUcontext ctx);

@@ -179,15 +179,11 @@ Kernel Runtime::kernel(const Spec& spec, CUstream capture_stream) {
   key += spec.instantiation();
   Slot& s = impl_->slot(key);
   if (s.ready.load(std::memory_order_acquire)) return Kernel(&s.kernel);
-  if (capture_stream) {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    KJIT_CU(cuStreamIsCapturing, capture_stream, &st);
-    if (st != CU_STREAM_CAPTURE_STATUS_NONE)
-      throw Error(Errc::CaptureCompile,
-                  spec.instantiation() +
-                      " is not loaded yet and the stream is being captured into a graph: run or "
-                      "prepare the op once before capturing");
-  }
+  if (detail::capturing(capture_stream))
+    throw Error(Errc::CaptureCompile,
+                spec.instantiation() +
+                    " is not loaded yet and the stream is being captured into a graph: run or "
+                    "prepare the op once before capturing");
   std::lock_guard lock(s.mu);
   if (!s.ready.load(std::memory_order_acquire)) {
     impl_->load(s, spec);

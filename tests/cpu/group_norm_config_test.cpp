@@ -165,6 +165,16 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   c = h;
   c.cluster = 32;
   expect(c, "cluster = 32");
+  // A streaming config unrolls iters loads of vec elements per thread: bounded, not a compile
+  // that runs for minutes.
+  const GroupNormProblem few =
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);
+  GroupNormConfig st = kjit::ops::group_norm_heuristic(few, 90);
+  REQUIRE(st.stream);
+  kjit::ops::validate_config(few, st, 90, true);
+  st.iters = 4096;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, st, 90, true),
+                       doctest::Contains("elements in flight per thread exceeds 128"), kjit::Error);
   GroupNormConfig sm;
   for (const auto& k : kjit::ops::group_norm_candidates(p, 90))
     if (k.smem && k.cluster == 1 && !sm.smem) sm = k;

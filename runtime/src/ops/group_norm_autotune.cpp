@@ -49,9 +49,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       if (c.describe() == e->payload) return c;
   }
   // Timing allocates and synchronizes, which would invalidate the caller's capture.
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (caller) KJIT_CU(cuStreamIsCapturing, caller, &cs);
-  if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+  if (kjit::detail::capturing(caller))
     throw Error(Errc::CaptureCompile,
                 "group_norm: autotuning " + p.describe() +
                     " would time its candidates while the stream is being captured into a "

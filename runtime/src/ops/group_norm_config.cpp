@@ -23,6 +23,11 @@ constexpr int64_t kSms =
 // between the two reads while y goes out.
 constexpr int64_t kStreamL2Bytes = int64_t{40} << 20;
 
+// Whether the whole tensor fits what streaming may keep in L2 between its two reads.
+bool fits_stream_l2(const GroupNormProblem& p) {
+  return p.N * p.C * p.S * static_cast<int64_t>(dtype_size(p.dtype)) <= kStreamL2Bytes;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -196,9 +201,8 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
   // y is stored evict-first). 256 CTAs load more at once than 3 staged 64 KB slices per SM. H200
   // sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3 vs 20.6; at 64 groups
   // (2x128x256x256 f32) staging is as fast (55.7 vs 55.5), so it keeps staging.
-  const int64_t bytes = p.N * p.C * p.S * static_cast<int64_t>(dtype_size(p.dtype));
   if (smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 > kSms &&
-      ngroups * 8 <= 2 * kSms && bytes <= kStreamL2Bytes) {
+      ngroups * 8 <= 2 * kSms && fits_stream_l2(p)) {
     c.cluster = 8;
     c.stream = true;
     c.threads = c.team = 256;
@@ -310,6 +314,9 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
           " must cover a group of " + std::to_string(L) + " elements");
     if (int64_t{c.iters} * c.vec > 64)
       bad("iters * vec = " + std::to_string(c.iters * c.vec) + " held per thread exceeds 64");
+  } else if (int64_t{c.iters} * c.vec > 128) {  // each streamed batch is unrolled in registers
+    bad("iters * vec = " + std::to_string(int64_t{c.iters} * c.vec) +
+        " elements in flight per thread exceeds 128 for a streaming config");
   }
   if (group_norm_smem_bytes(p, c) > kMaxSmemBytes)
     bad("needs more than " + std::to_string(kMaxSmemBytes) + " bytes of shared memory");
@@ -454,8 +461,7 @@ Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
       .value(p.has_bias)
       .value(p.activation == Activation::SiLU)
       .value(affine && c.smem_affine)
-      .value(c.stream &&
-             p.N * p.C * p.S * static_cast<int64_t>(dtype_size(p.dtype)) <= kStreamL2Bytes);
+      .value(c.stream && fits_stream_l2(p));
   return s;
 }
 

@@ -49,9 +49,11 @@ struct Span {
   }
 };
 
-void check_call(const LinearGnMinProblem& p, const void* x, const void* w, const void* lb,
-                const void* gamma, const void* beta, const void* bias, const void* out,
-                const LinearGnMinOptions& opt, const Workspace& ws) {
+}  // namespace
+
+void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, const float* lb,
+                   const float* gamma, const float* beta, const float* bias, const float* out,
+                   const LinearGnMinOptions& opt, Workspace ws) {
   validate(p);
   check_options(p, opt);
   const size_t ab = ab_size(p.precision);
@@ -101,6 +103,8 @@ void check_call(const LinearGnMinProblem& p, const void* x, const void* w, const
     if (wsp.overlaps(s)) bad(p, std::string("workspace overlaps ") + s.name);
 }
 
+namespace {
+
 detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int64_t alb,
                        bool out_aligned, const LinearGnMinOptions& opt) {
   const bool tune = opt.autotune || detail::env_autotune();
@@ -109,10 +113,7 @@ detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int6
 }
 
 void throw_if_capturing(CUstream stream, const LinearGnMinProblem& p, const char* what) {
-  if (!stream) return;
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  KJIT_CU(cuStreamIsCapturing, stream, &st);
-  if (st != CU_STREAM_CAPTURE_STATUS_NONE)
+  if (kjit::detail::capturing(stream))
     throw Error(Errc::CaptureCompile,
                 std::string("linear_gn_min: ") + what + " for " + p.describe() +
                     " while the stream is being captured into a graph: call "
@@ -186,9 +187,7 @@ CUdeviceptr LgmState::workspace(Runtime& rt, CUstream stream, size_t bytes) {
     auto it = by_stream_.find(key);
     if (it != by_stream_.end() && it->second.bytes >= bytes) return it->second.ptr;
   }
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (stream) KJIT_CU(cuStreamIsCapturing, stream, &cs);
-  if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+  if (kjit::detail::capturing(stream))
     throw Error(Errc::CaptureCompile,
                 "linear_gn_min: the stream has no workspace of " + std::to_string(bytes) +
                     " bytes yet and is being captured into a graph: call "
@@ -326,13 +325,6 @@ void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const fl
 
 }  // namespace detail
 
-void validate_call(const LinearGnMinProblem& p, const void* x, const void* weight,
-                   const float* linear_bias, const float* gamma, const float* beta,
-                   const float* bias, const float* out, const LinearGnMinOptions& opt,
-                   Workspace ws) {
-  check_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
-}
-
 size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p) {
   validate(p);
   return detail::LgmWorkspace::of(p).bytes();
@@ -342,7 +334,7 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
                    const float* linear_bias, const float* gamma, const float* beta,
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
                    Workspace ws) {
-  check_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
+  validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
   detail::LgmState& st = rt.op_state().linear_gn_min;
   const size_t ab = ab_size(p.precision);
   const detail::LgmKey key =
