@@ -110,8 +110,9 @@ std::vector<Spec> distinct_specs(const OpContext& ctx, Configs configs, ToSpecs 
 // ---- group_norm -------------------------------------------------------------------------------
 // Fields: shape (required; [N, C, *spatial] for nchw, [N, *spatial, C] for nhwc), groups
 // (required), dtype (f32), param_dtype (= dtype), layout (nchw), activation (silu), affine (true),
-// weight / bias (= affine). Exactly what ops::group_norm compiles: group_norm_spec of the
-// heuristic's config (or of every autotune candidate) for the target's compute capability.
+// weight / bias (= affine). Exactly what ops::group_norm compiles: group_norm_specs of the
+// heuristic's config, and of its capture fallback when it is split (or of every autotune
+// candidate), for the target's compute capability.
 OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   using namespace kjit::ops;
   Fields f(j, "group_norm",
@@ -163,11 +164,12 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   out.specs = distinct_specs(
       ctx,
       [&](bool aligned) {
-        return ctx.all_candidates
-                   ? group_norm_candidates(p, ctx.cc, aligned)
-                   : std::vector<GroupNormConfig>{group_norm_heuristic(p, ctx.cc, aligned)};
+        if (ctx.all_candidates) return group_norm_candidates(p, ctx.cc, aligned);
+        std::vector<GroupNormConfig> configs{group_norm_heuristic(p, ctx.cc, aligned)};
+        if (configs[0].split) configs.push_back(group_norm_capture_fallback(p, ctx.cc, aligned));
+        return configs;
       },
-      [&](const GroupNormConfig& c) { return std::vector<Spec>{group_norm_spec(p, c)}; });
+      [&](const GroupNormConfig& c) { return group_norm_specs(p, c); });
   return out;
 }
 

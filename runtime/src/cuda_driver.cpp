@@ -118,8 +118,9 @@ void check_cu(CUresult r, const char* what) {
   throw Error(Errc::Cuda, std::string(what) + " failed: " + cu_error_text(r));
 }
 
-bool capturing(CUstream stream) {
+bool capturing(CUcontext ctx, CUstream stream) {
   if (!stream) return false;
+  ContextGuard guard(ctx);
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   check_cu(driver().cuStreamIsCapturing_fn(stream, &st), "cuStreamIsCapturing");
   return st != CU_STREAM_CAPTURE_STATUS_NONE;

@@ -49,11 +49,13 @@ bool driver_available(std::string* why = nullptr);
 void check_cu(CUresult r, const char* what);
 std::string cu_error_text(CUresult r);
 
-// Makes `ctx` current for the scope when it is not already (one TLS read when it is).
-// Whether `stream` is being captured into a graph (false for the null stream): work that
-// allocates, synchronizes or compiles must refuse then, with Errc::CaptureCompile.
-bool capturing(CUstream stream);
+// Whether `stream` of context `ctx` is being captured into a graph (false for the null stream):
+// work that allocates, synchronizes or compiles must refuse then, with Errc::CaptureCompile.
+// `ctx` is made current for the query: CU_STREAM_PER_THREAD and the legacy stream name the
+// calling thread's current context's stream, and a fresh thread has none.
+bool capturing(CUcontext ctx, CUstream stream);
 
+// Makes `ctx` current for the scope when it is not already (one TLS read when it is).
 class ContextGuard {
  public:
   explicit ContextGuard(CUcontext ctx);

@@ -4,6 +4,7 @@
 #include "kjit/runtime.hpp"
 #include "ops/group_norm_plan.hpp"
 #include "ops/linear_gn_min_plan.hpp"
+#include "stream_workspaces.hpp"
 
 namespace kjit {
 
@@ -11,6 +12,7 @@ struct Runtime::OpState {
   explicit OpState(Runtime& rt) : rt(rt) {}
   Runtime& rt;
   ops::detail::GnPlanTable group_norm;
+  kjit::detail::StreamWorkspaces group_norm_partials;  // split GroupNorm's, per stream
   ops::detail::LgmState linear_gn_min;  // cuBLASLt handle, plans, per-stream workspaces
 };
 

@@ -179,7 +179,7 @@ Kernel Runtime::kernel(const Spec& spec, CUstream capture_stream) {
   key += spec.instantiation();
   Slot& s = impl_->slot(key);
   if (s.ready.load(std::memory_order_acquire)) return Kernel(&s.kernel);
-  if (detail::capturing(capture_stream))
+  if (detail::capturing(impl_->ctx, capture_stream))
     throw Error(Errc::CaptureCompile,
                 spec.instantiation() +
                     " is not loaded yet and the stream is being captured into a graph: run or "

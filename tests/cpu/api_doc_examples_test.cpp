@@ -137,9 +137,11 @@ TEST_CASE("API.md: GroupNorm problems, validation and the specialization they co
   validate(p);                      // throws InvalidArgument naming the rule broken
   // p.N == 8, p.C == 256, p.S == 576 (24 * 24), p.groups == 32
   const GroupNormConfig c = group_norm_heuristic(p, /*cc=*/90);  // what a call on sm_90 uses
-  // The specialization: "kjit::gn_fwd<kjit::bfloat16, float, true, 8, 576, ...>"
-  const kjit::Spec spec = group_norm_spec(p, c);
+  // The kernels it launches: here one, "kjit::gn_fwd<kjit::bfloat16, float, true, 8, 576, ...>"
+  const std::vector<kjit::Spec> specs = group_norm_specs(p, c);
   // [/group_norm_problem]
+  REQUIRE(specs.size() == 1);
+  const kjit::Spec& spec = specs[0];
   CHECK(p.N == 8);
   CHECK(p.C == 256);
   CHECK(p.S == 576);

@@ -39,7 +39,9 @@ void check_covers(const GroupNormProblem& p, const GroupNormConfig& c) {
   CHECK(L % c.vec == 0);
   CHECK(c.threads % 32 == 0);
   CHECK((c.team == c.threads || (c.team <= 32 && (c.team & (c.team - 1)) == 0)));
-  if (!c.stream) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
+  // Streaming loops over its share; split launches a CTA per chunk, as many as cover a group.
+  if (!c.stream && !c.split) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
+  if (c.split) CHECK((c.cluster == 1 && c.team == c.threads && !c.stream && !c.smem));
   CHECK(c.threads <= 1024);
   CHECK(c.cluster <= 16);
 }
@@ -115,6 +117,16 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(big.cluster == 8);
   CHECK(big.stream);
   CHECK_FALSE(big.smem);
+  // 16 of them: two kernels, the second read from L2; inside a capture on a stream without a
+  // workspace, staged in 16-CTA clusters.
+  const GroupNormProblem fewer =
+      GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32);
+  GroupNormConfig split = kjit::ops::group_norm_heuristic(fewer, 90);
+  CHECK(split.split);
+  CHECK(split.cluster == 1);
+  GroupNormConfig split_fallback = kjit::ops::group_norm_capture_fallback(fewer, 90);
+  CHECK_FALSE(split_fallback.split);
+  CHECK(split_fallback.cluster == 16);
   // 64 of them: staged in shared memory, a 16-CTA cluster per group.
   GroupNormConfig bigger = cfg({2, 128, 256, 256}, 32);
   CHECK(bigger.cluster == 16);
@@ -175,6 +187,23 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   st.iters = 4096;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, st, 90, true),
                        doctest::Contains("elements in flight per thread exceeds 128"), kjit::Error);
+  // Split: NCHW, one CTA per chunk, a bounded number of values per thread.
+  GroupNormConfig sp = kjit::ops::group_norm_heuristic(
+      GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32), 90);
+  REQUIRE(sp.split);
+  kjit::ops::validate_config(few, sp, 90, true);
+  sp.cluster = 2;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, sp, 90, true),
+                       doctest::Contains("split runs one CTA per chunk"), kjit::Error);
+  sp.cluster = 1;
+  sp.iters = 32;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, sp, 90, true),
+                       doctest::Contains("held per thread exceeds 64"), kjit::Error);
+  const GroupNormProblem nhwc =
+      GroupNormProblem::from_shape({1, 256, 256, 128}, 32, kjit::DType::F32, Layout::NHWC);
+  sp.iters = 8;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(nhwc, sp, 90, true),
+                       doctest::Contains("split needs NCHW"), kjit::Error);
   GroupNormConfig sm;
   for (const auto& k : kjit::ops::group_norm_candidates(p, 90))
     if (k.smem && k.cluster == 1 && !sm.smem) sm = k;
@@ -255,15 +284,22 @@ TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random s
     GroupNormProblem p = random_problem();
     const bool aligned = kjit_test::uniform(0, 4) != 0;
     auto cands = kjit::ops::group_norm_candidates(p, 90, aligned);
-    // Every third pick from the shared-memory-staged kernel when the problem has any.
-    std::vector<GroupNormConfig> smem;
-    for (const auto& c : cands)
+    // Every third pick from the shared-memory-staged kernel, and every third from the split
+    // pair, when the problem has any.
+    std::vector<GroupNormConfig> smem, split;
+    for (const auto& c : cands) {
       if (c.smem) smem.push_back(c);
+      if (c.split) split.push_back(c);
+    }
     if (i % 3 == 1 && !smem.empty()) cands = smem;
+    if (i % 3 == 2 && !split.empty()) cands = split;
     const GroupNormConfig& c = cands[kjit_test::uniform(0, static_cast<int64_t>(cands.size()) - 1)];
-    kjit::Spec s = kjit::ops::group_norm_spec(p, c);
-    CAPTURE(s.instantiation());
-    CHECK(probe.compile(s, i % 10 == 0 ? "sm_80" : "sm_90").binary.size() > 0);
+    const std::vector<kjit::Spec> specs = kjit::ops::group_norm_specs(p, c);
+    CHECK(specs.size() == (c.split ? 2u : 1u));
+    for (const kjit::Spec& s : specs) {
+      CAPTURE(s.instantiation());
+      CHECK(probe.compile(s, i % 10 == 0 ? "sm_80" : "sm_90").binary.size() > 0);
+    }
   }
   MESSAGE(probe.summary("GroupNorm specializations"));
   CHECK(probe.count() >= 100);

@@ -19,7 +19,7 @@ using kjit_test::TempDir;
 
 kjit::Spec spec() {
   auto p = kjit::ops::GroupNormProblem::from_shape({2, 16, 5, 5}, 4, kjit::DType::F32);
-  return kjit::ops::group_norm_spec(p, kjit::ops::group_norm_heuristic(p, 90));
+  return kjit::ops::group_norm_specs(p, kjit::ops::group_norm_heuristic(p, 90)).at(0);  // one
 }
 
 kjit::cache::Options in(const std::string& dir,

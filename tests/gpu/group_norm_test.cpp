@@ -15,6 +15,7 @@
 
 using kjit::DType;
 using kjit::ops::Activation;
+using kjit::ops::GroupNormConfig;
 using kjit::ops::GroupNormProblem;
 using kjit::ops::Layout;
 using kjit_test::runtime;
@@ -35,7 +36,9 @@ struct Result {
   std::string config;
 };
 
-Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
+// `stream` may be CU_STREAM_PER_THREAD, which no kjit::Stream synchronizes: then the whole
+// context is waited for.
+Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
   const GroupNormProblem& p = cs.p;
   using kjit::host::random_normal;
   const size_t n = static_cast<size_t>(p.N * p.C * p.S), esz = kjit::dtype_size(p.dtype);
@@ -62,7 +65,7 @@ Result run_case(const Case& cs, kjit::Stream& stream, uint64_t seed) {
   kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(dx.ptr() + off), yptr,
                         p.has_weight ? reinterpret_cast<void*>(dw.ptr()) : nullptr,
                         p.has_bias ? reinterpret_cast<void*>(db.ptr()) : nullptr, opt, stream);
-  stream.synchronize();
+  kjit::synchronize(rt);
   std::vector<unsigned char> yb(n * esz);
   (cs.in_place ? dx : dy).download(yb.data(), yb.size(), off);
   const std::vector<float> y = kjit::host::from_bytes(p.dtype, yb);
@@ -148,6 +151,25 @@ Case named(std::vector<int64_t> shape, int64_t g, DType t, Layout l = Layout::NC
   return c;
 }
 
+// Runs and checks every autotune candidate `pick` accepts for each case (candidates for the
+// case's pointer alignment); returns how many ran.
+template <class Pick>
+int run_candidates(const std::vector<Case>& cases, Pick pick, uint64_t seed_offset) {
+  kjit::Stream stream(runtime());
+  int runs = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (const auto& cfg :
+         kjit::ops::group_norm_candidates(cases[i].p, runtime().props().cc(), !cases[i].offset)) {
+      if (!pick(cfg)) continue;
+      Case c = cases[i];
+      c.config = cfg;
+      check_result(c, run_case(c, stream, kjit_test::seed() + seed_offset + i));
+      ++runs;
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 TEST_CASE("group_norm: the seed shape (8x256x24x24, G=32, fp32, affine, silu)") {
@@ -165,6 +187,7 @@ TEST_CASE("group_norm: named edge shapes in every regime") {
       named({64, 128, 1, 1}, 32, DType::F32),
       named({1, 128, 256, 256}, 32, DType::F32),
       named({1, 128, 256, 256}, 32, DType::BF16),
+      named({1, 64, 256, 256}, 16, DType::F32),  // two kernels (sm_90)
       named({2, 320, 64, 64}, 32, DType::F16),
       named({1, 64, 512, 512}, 1, DType::F32),
       named({3, 6, 17}, 3, DType::F32),
@@ -193,11 +216,14 @@ TEST_CASE("group_norm: named edge shapes in every regime") {
 TEST_CASE("group_norm: back-to-back dependent calls on one stream see each other's outputs") {
   auto& rt = runtime();
   kjit::Stream stream(rt);
-  for (const auto& shape :
-       {std::vector<int64_t>{8, 256, 24, 24}, std::vector<int64_t>{2, 320, 64, 64},
-        std::vector<int64_t>{4, 32, 7, 7}, std::vector<int64_t>{1, 128, 256, 256}}) {
-    const GroupNormProblem p =
-        GroupNormProblem::from_shape(shape, shape[1] == 32 ? 8 : 32, DType::F32);
+  // The last one runs two kernels on sm_90: the next call's partials must not overwrite the
+  // workspace before this call's apply kernel has read it.
+  for (const auto& [shape, groups] : {std::pair{std::vector<int64_t>{8, 256, 24, 24}, 32},
+                                      {std::vector<int64_t>{2, 320, 64, 64}, 32},
+                                      {std::vector<int64_t>{4, 32, 7, 7}, 8},
+                                      {std::vector<int64_t>{1, 128, 256, 256}, 32},
+                                      {std::vector<int64_t>{1, 64, 256, 256}, 16}}) {
+    const GroupNormProblem p = GroupNormProblem::from_shape(shape, groups, DType::F32);
     CAPTURE(p.describe());
     const size_t n = static_cast<size_t>(p.N * p.C * p.S);
     std::vector<float> x = kjit::host::random_normal(DType::F32, n, 1.f, 2.f, kjit_test::seed());
@@ -231,6 +257,17 @@ TEST_CASE("group_norm: back-to-back dependent calls on one stream see each other
   }
 }
 
+// A fresh host thread has no current CUDA context, and CU_STREAM_PER_THREAD names a stream of
+// the current context: the op must make its own context current before it asks the driver
+// anything about the stream (a first call loads its kernel, after a capture check).
+TEST_CASE("group_norm: a fresh thread on the per-thread default stream") {
+  Case cs = named({3, 48, 11, 13}, 6, DType::F32);
+  cs.eps = 3e-5f;
+  auto r = std::async(std::launch::async,
+                      [&] { return run_case(cs, CU_STREAM_PER_THREAD, kjit_test::seed()); });
+  check_result(cs, r.get());
+}
+
 // A constant group normalizes to exactly 0: y = act(bias). Folding the mean into the shift
 // (x * a + (b - mean * a), as PyTorch's CUDA affine path does) would round that shift by up to
 // 2^-24 * |mean| * rstd, ~0.2 before the activation for a group of 12288 and eps = 1e-5: far
@@ -245,12 +282,13 @@ TEST_CASE("group_norm: constant groups of large values come out as act(bias) in 
     Layout layout;
   };
   const std::vector<Shape> shapes = {
-      {{2, 64, 8, 8}, 8, Layout::NCHW},         // register kernel
-      {{2, 12, 331}, 2, Layout::NCHW},          // per-thread counts a fast divide gets wrong
-      {{4, 6, 1009}, 3, Layout::NCHW},          // (12288 * n / n != 12288 for some n)
-      {{2, 9, 9, 64}, 8, Layout::NHWC},         // register kernel, channels last
-      {{1, 64, 64, 64}, 2, Layout::NCHW},       // staged (sm_90)
-      {{1, 128, 256, 256}, 32, Layout::NCHW}};  // few large groups: streamed (sm_90)
+      {{2, 64, 8, 8}, 8, Layout::NCHW},        // register kernel
+      {{2, 12, 331}, 2, Layout::NCHW},         // per-thread counts a fast divide gets wrong
+      {{4, 6, 1009}, 3, Layout::NCHW},         // (12288 * n / n != 12288 for some n)
+      {{2, 9, 9, 64}, 8, Layout::NHWC},        // register kernel, channels last
+      {{1, 64, 64, 64}, 2, Layout::NCHW},      // staged (sm_90)
+      {{1, 128, 256, 256}, 32, Layout::NCHW},  // few large groups: streamed (sm_90)
+      {{1, 64, 256, 256}, 16, Layout::NCHW}};  // fewer: two kernels (sm_90)
   for (const auto& [shape, groups, layout] : shapes) {
     for (DType t : {DType::F32, DType::BF16, DType::F16}) {
       for (Activation act : {Activation::SiLU, Activation::None}) {
@@ -313,19 +351,80 @@ TEST_CASE("group_norm: every shared-memory-staged candidate over named and rando
     c.in_place = uniform(0, 4) == 0;
     cases.push_back(c);
   }
-  kjit::Stream stream(runtime());
-  int runs = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    for (const auto& cfg : kjit::ops::group_norm_candidates(cases[i].p, runtime().props().cc())) {
-      if (!cfg.smem) continue;
-      Case c = cases[i];
-      c.config = cfg;
-      check_result(c, run_case(c, stream, kjit_test::seed() + 1000 + i));
-      ++runs;
-    }
-  }
+  const int runs = run_candidates(
+      cases, [](const GroupNormConfig& c) { return c.smem; }, 1000);
   CHECK(runs >= 40);
   MESSAGE(runs << " smem-staged (case, config) runs");
+}
+
+TEST_CASE("group_norm: every split (two-kernel) candidate over named and random shapes") {
+  using kjit_test::uniform;
+  std::vector<Case> cases;
+  // Named: a short last chunk, a vector across two channels (S % 8 != 0), unaligned pointers
+  // (scalar accesses), no affine with C/G = 1, in place.
+  cases.push_back(named({2, 64, 128, 128}, 4, DType::F32));
+  cases.push_back(named({3, 40, 5001}, 5, DType::BF16));
+  cases.push_back(named({1, 24, 17, 2011}, 3, DType::F16));
+  cases.back().offset = true;
+  cases.push_back(named({2, 8, 40000}, 8, DType::F32));
+  cases.back().p.has_weight = cases.back().p.has_bias = false;
+  cases.back().in_place = true;
+  for (int i = 0; i < 8; ++i) {
+    const DType t = i % 3 == 0 ? DType::F32 : i % 3 == 1 ? DType::BF16 : DType::F16;
+    const int64_t g = uniform(1, 6), cg = uniform(1, 8), n = uniform(1, 3);
+    Case c = named({n, g * cg, uniform(32768 / cg + 1, 200000 / cg)}, g, t);
+    c.p.param_dtype = uniform(0, 1) ? DType::F32 : t;
+    c.p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+    c.p.has_bias = uniform(0, 4) != 0;
+    c.in_place = uniform(0, 4) == 0;
+    c.offset = uniform(0, 4) == 0;
+    cases.push_back(c);
+  }
+  const int runs = run_candidates(
+      cases, [](const GroupNormConfig& c) { return c.split; }, 2000);
+  CHECK(runs >= 40);
+  MESSAGE(runs << " split (case, config) runs");
+}
+
+// A split plan keeps its partial statistics in a per-stream workspace. Inside a capture on a
+// stream that has none it runs its one-kernel fallback instead of allocating; once the stream's
+// workspace is reserved, the graph runs the two kernels.
+TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's workspace") {
+  if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
+  const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::BF16);
+  kjit::Runtime rt;  // a runtime of its own: none of its streams has a workspace yet
+  REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
+  const size_t n = static_cast<size_t>(p.N * p.C * p.S);
+  const auto x = kjit::host::random_normal(p.dtype, n, 2.f, 3.f, kjit_test::seed() + 31);
+  const auto w = kjit::host::random_normal(p.dtype, static_cast<size_t>(p.C), 1.f, 0.5f, 32);
+  const auto b = kjit::host::random_normal(p.dtype, static_cast<size_t>(p.C), 0.f, 0.5f, 33);
+  const auto dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, x));
+  const auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, w));
+  const auto db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, b));
+  kjit::DeviceBuffer dy(rt, n * 2);
+  const auto ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
+  kjit::Stream stream(rt);
+  auto captured_run = [&] {
+    dy.fill_bytes(0xFF);
+    kjit::synchronize(rt);
+    kjit::Graph g(rt, stream, [&] {
+      kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(dx.ptr()),
+                            reinterpret_cast<void*>(dy.ptr()), reinterpret_cast<void*>(dw.ptr()),
+                            reinterpret_cast<void*>(db.ptr()), {}, stream);
+    });
+    g.launch(stream);
+    g.launch(stream);
+    stream.synchronize();
+    const auto y = kjit::host::from_bytes(p.dtype, dy.to_host<unsigned char>(n * 2));
+    const auto err = kjit::host::compare(y, ref, 1e-2, 1e-2);
+    CHECK(err.nonfinite == 0);
+    CHECK(err.rel_l2 <= 1e-2);
+  };
+  captured_run();  // the fallback
+  CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) > 0);
+  captured_run();  // the split kernels
+  const GroupNormProblem small = GroupNormProblem::from_shape({8, 256, 24, 24}, 32, DType::F32);
+  CHECK(kjit::ops::reserve_group_norm_workspace(rt, small, {}, stream) == 0);
 }
 
 TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument") {

@@ -12,6 +12,7 @@
 #include "tool_util.hpp"
 
 using namespace kjit::tools;
+using kjit::ops::GroupNormConfig;
 using kjit::ops::GroupNormProblem;
 using kjit::ops::LinearGnMinProblem;
 using nlohmann::json;
@@ -71,7 +72,7 @@ TEST_CASE("group_norm entries derive the runtime's specializations (random probl
       OpSpecs os = problem_specs(j, ctx);
       REQUIRE(os.specs.size() == 1);
       CHECK(os.specs[0].instantiation() ==
-            group_norm_spec(p, group_norm_heuristic(p, cc, true)).instantiation());
+            group_norm_specs(p, group_norm_heuristic(p, cc, true)).at(0).instantiation());
       // The register-held family, or (sm_90, groups of >= 64 KB) the shared-memory-staged one.
       CHECK(os.specs[0].header() == (group_norm_heuristic(p, cc, true).smem
                                          ? "kjit/group_norm_smem.cuh"
@@ -79,22 +80,40 @@ TEST_CASE("group_norm entries derive the runtime's specializations (random probl
 
       ctx.unaligned = true;
       std::set<std::string> want = {
-          group_norm_spec(p, group_norm_heuristic(p, cc, true)).instantiation(),
-          group_norm_spec(p, group_norm_heuristic(p, cc, false)).instantiation()};
+          group_norm_specs(p, group_norm_heuristic(p, cc, true)).at(0).instantiation(),
+          group_norm_specs(p, group_norm_heuristic(p, cc, false)).at(0).instantiation()};
       CHECK(names(problem_specs(j, ctx).specs) == want);
 
       ctx.unaligned = false;
       ctx.all_candidates = true;
       want.clear();
       for (const auto& c : group_norm_candidates(p, cc, true))
-        want.insert(group_norm_spec(p, c).instantiation());
+        for (const kjit::Spec& spec : group_norm_specs(p, c)) want.insert(spec.instantiation());
       const auto all = problem_specs(j, ctx).specs;
       CHECK(names(all) == want);
       CHECK(all.size() == want.size());  // no duplicates
       CHECK(all[0].instantiation() ==    // the heuristic's pick first
-            group_norm_spec(p, group_norm_heuristic(p, cc, true)).instantiation());
+            group_norm_specs(p, group_norm_heuristic(p, cc, true)).at(0).instantiation());
     }
   }
+}
+
+// A few large groups run as two kernels with a workspace; a capture on a stream without one runs
+// the one-kernel fallback, so precompiling covers all three.
+TEST_CASE("a split group_norm entry derives both kernels and the capture fallback") {
+  const json j = {{"op", "group_norm"}, {"shape", {1, 64, 256, 256}}, {"groups", 16}};
+  const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32);
+  OpContext ctx;
+  ctx.cc = 90;
+  const GroupNormConfig h = group_norm_heuristic(p, 90, true);
+  REQUIRE(h.split);
+  const GroupNormConfig fb = group_norm_capture_fallback(p, 90, true);
+  CHECK_FALSE(fb.split);
+  std::set<std::string> want;
+  for (const auto& c : {h, fb})
+    for (const kjit::Spec& s : group_norm_specs(p, c)) want.insert(s.instantiation());
+  CHECK(want.size() == 3);
+  CHECK(names(problem_specs(j, ctx).specs) == want);
 }
 
 TEST_CASE("an empty tensor needs no kernel; bad entries name their field") {

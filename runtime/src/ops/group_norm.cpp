@@ -1,6 +1,7 @@
 // GroupNorm op: validation, plan lookup (hot path), launch.
 #include <cmath>
 
+#include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "op_state.hpp"
@@ -42,26 +43,28 @@ namespace detail {
 
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                const GroupNormConfig* forced) {
-  return GnKey{static_cast<int64_t>(p.dtype),
-               static_cast<int64_t>(p.param_dtype),
-               static_cast<int64_t>(p.layout),
-               static_cast<int64_t>(p.activation),
-               p.has_weight,
-               p.has_bias,
-               aligned,
-               p.N,
-               p.C,
-               p.S,
-               p.groups,
-               autotune,
-               forced != nullptr,
-               forced ? forced->threads : 0,
-               forced ? forced->team : 0,
-               forced ? forced->vec : 0,
-               forced ? forced->iters : 0,
-               forced ? forced->cluster : 0,
-               forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2) : 0,
-               forced ? forced->held : 0};
+  return GnKey{
+      static_cast<int64_t>(p.dtype),
+      static_cast<int64_t>(p.param_dtype),
+      static_cast<int64_t>(p.layout),
+      static_cast<int64_t>(p.activation),
+      p.has_weight,
+      p.has_bias,
+      aligned,
+      p.N,
+      p.C,
+      p.S,
+      p.groups,
+      autotune,
+      forced != nullptr,
+      forced ? forced->threads : 0,
+      forced ? forced->team : 0,
+      forced ? forced->vec : 0,
+      forced ? forced->iters : 0,
+      forced ? forced->cluster : 0,
+      forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2 | forced->split << 3)
+             : 0,
+      forced ? forced->held : 0};
 }
 
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
@@ -71,7 +74,9 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->groups = static_cast<int>(p.groups);
   plan->num_groups = p.N * p.groups;
   const int64_t teams = c.threads / c.team;
-  const int64_t ctas = (plan->num_groups + teams - 1) / teams * c.cluster;
+  const int64_t chunk = int64_t{c.threads} * c.iters * c.vec;  // split: elements per CTA
+  const int64_t ctas = c.split ? plan->num_groups * ((p.C / p.groups * p.S + chunk - 1) / chunk)
+                               : (plan->num_groups + teams - 1) / teams * c.cluster;
   if (ctas > INT32_MAX)
     bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
   plan->launch.grid.x = static_cast<unsigned>(ctas);
@@ -79,10 +84,67 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
   plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
   plan->launch.programmatic = use_pdl(rt.arch());
-  plan->kernel = rt.kernel(group_norm_spec(p, c), stream);
+  const std::vector<Spec> specs = group_norm_specs(p, c);
+  plan->kernel = rt.kernel(specs[0], stream);
   plan->runnable = plan->kernel.fits(plan->launch);
+  if (c.split) {
+    plan->apply = rt.kernel(specs[1], stream);
+    plan->runnable = plan->runnable && plan->apply.fits(plan->launch);
+    plan->partials_bytes = static_cast<size_t>(ctas) * 8;  // a float2 per chunk
+  }
   return plan;
 }
+
+void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream) {
+  const void* x = a.x;
+  void* y = a.y;
+  const void* w = a.w;
+  const void* b = a.b;
+  float eps = a.eps;
+  int groups = plan.groups;
+  if (!plan.config.split) {
+    long long num_groups = plan.num_groups;
+    void* params[] = {const_cast<void**>(&x),
+                      &y,
+                      const_cast<void**>(&w),
+                      const_cast<void**>(&b),
+                      &eps,
+                      &groups,
+                      &num_groups};
+    plan.kernel.launch(stream, plan.launch, params);
+    return;
+  }
+  kjit::detail::StreamWorkspaces& ws = rt.op_state().group_norm_partials;
+  CUdeviceptr part = ws.find(stream, plan.partials_bytes);
+  if (!part) {
+    if (plan.fallback && kjit::detail::capturing(rt.context(), stream))
+      return launch_plan(rt, *plan.fallback, a, stream);
+    part = ws.get(rt, stream, plan.partials_bytes, "group_norm",
+                  "call reserve_group_norm_workspace before capturing");
+  }
+  void* partials_params[] = {const_cast<void**>(&x), &part};
+  plan.kernel.launch(stream, plan.launch, partials_params);
+  void* apply_params[] = {const_cast<void**>(&x), &y,   &part,  const_cast<void**>(&w),
+                          const_cast<void**>(&b), &eps, &groups};
+  plan.apply.launch(stream, plan.launch, apply_params);
+}
+
+namespace {
+
+// A split plan also loads the best one-kernel config this device can schedule.
+std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,
+                                      std::unique_ptr<GnPlan> plan, CUstream stream) {
+  if (!plan->config.split) return plan;
+  for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
+    if (c.split) continue;
+    plan->fallback = build_plan(rt, p, c, stream);
+    if (plan->fallback->runnable) return plan;
+  }
+  plan->fallback.reset();  // captures on a stream without a workspace raise CaptureCompile
+  return plan;
+}
+
+}  // namespace
 
 }  // namespace detail
 
@@ -99,20 +161,20 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
       auto plan = detail::build_plan(rt, p, *forced, stream);
       if (!plan->runnable)
         bad(p, "config " + forced->describe() + " cannot be scheduled on " + rt.props().name);
-      return plan;
+      return detail::with_fallback(rt, p, aligned, std::move(plan), stream);
     }
     if (tune) {
       auto plan =
           detail::build_plan(rt, p, detail::autotune(rt, p, aligned, opt.eps, stream), stream);
       // A stored choice this device cannot schedule (a GPU of the same name with fewer SMs, MPS
       // limits) falls back to the untuned path below.
-      if (plan->runnable) return plan;
+      if (plan->runnable) return detail::with_fallback(rt, p, aligned, std::move(plan), stream);
     }
     // The heuristic's choice, unless the device cannot co-schedule its cluster: then the
     // first candidate it can.
     for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
       auto plan = detail::build_plan(rt, p, c, stream);
-      if (plan->runnable) return plan;
+      if (plan->runnable) return detail::with_fallback(rt, p, aligned, std::move(plan), stream);
     }
     bad(p, "no launchable configuration on " + rt.props().name);
   });
@@ -125,19 +187,10 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
   const bool aligned =
       ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
   const detail::GnPlan& plan = plan_for(rt, p, aligned, opt, stream);
-  const void* w = p.has_weight ? weight : nullptr;
-  const void* b = p.has_bias ? bias : nullptr;
-  float eps = opt.eps;
-  int groups = plan.groups;
-  long long num_groups = plan.num_groups;
-  void* params[] = {const_cast<void**>(&x),
-                    &y,
-                    const_cast<void**>(&w),
-                    const_cast<void**>(&b),
-                    &eps,
-                    &groups,
-                    &num_groups};
-  plan.kernel.launch(stream, plan.launch, params);
+  detail::launch_plan(
+      rt, plan,
+      detail::GnArgs{x, y, p.has_weight ? weight : nullptr, p.has_bias ? bias : nullptr, opt.eps},
+      stream);
 }
 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
@@ -145,6 +198,17 @@ GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
   validate(p);
   if (p.N == 0 || p.S == 0) return group_norm_heuristic(p, rt.props().cc());
   return plan_for(rt, p, true, opt, nullptr).config;
+}
+
+size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
+                                    const GroupNormOptions& opt, CUstream stream) {
+  validate(p);
+  if (p.N == 0 || p.S == 0) return 0;
+  const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
+  if (!plan.config.split) return 0;
+  rt.op_state().group_norm_partials.get(rt, stream, plan.partials_bytes, "group_norm",
+                                        "reserve_group_norm_workspace before capturing");
+  return plan.partials_bytes;
 }
 
 }  // namespace kjit::ops

@@ -23,13 +23,13 @@ cache::Key tune_key(Runtime& rt, const GroupNormProblem& p, bool aligned,
   return kb.finish();
 }
 
-float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, void** params) {
+float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, const GnArgs& args) {
   Event start(rt), stop(rt);
-  for (int i = 0; i < 3; ++i) plan.kernel.launch(s, plan.launch, params);
+  for (int i = 0; i < 3; ++i) launch_plan(rt, plan, args, s);
   float best = 1e30f;
   for (int rep = 0; rep < 5; ++rep) {
     start.record(s);
-    for (int i = 0; i < 10; ++i) plan.kernel.launch(s, plan.launch, params);
+    for (int i = 0; i < 10; ++i) launch_plan(rt, plan, args, s);
     stop.record(s);
     stop.synchronize();
     best = std::min(best, stop.ms_since(start) / 10);
@@ -49,7 +49,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       if (c.describe() == e->payload) return c;
   }
   // Timing allocates and synchronizes, which would invalidate the caller's capture.
-  if (kjit::detail::capturing(caller))
+  if (kjit::detail::capturing(rt.context(), caller))
     throw Error(Errc::CaptureCompile,
                 "group_norm: autotuning " + p.describe() +
                     " would time its candidates while the stream is being captured into a "
@@ -67,10 +67,10 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   w.fill_bytes(0x3c);
   b.fill_bytes(0x01);
   Stream s(rt);
-  CUdeviceptr xp = x.ptr() + off, yp = y.ptr() + off, wp = w.ptr(), bp = b.ptr();
-  int groups = static_cast<int>(p.groups);
-  long long num_groups = p.N * p.groups;
-  void* params[] = {&xp, &yp, &wp, &bp, &eps, &groups, &num_groups};
+  const GnArgs args{reinterpret_cast<const void*>(x.ptr() + off),
+                    reinterpret_cast<void*>(y.ptr() + off),
+                    p.has_weight ? reinterpret_cast<const void*>(w.ptr()) : nullptr,
+                    p.has_bias ? reinterpret_cast<const void*>(b.ptr()) : nullptr, eps};
 
   float best_ms = 1e30f;
   const GroupNormConfig* best = nullptr;
@@ -83,7 +83,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       continue;  // a candidate that does not compile or load is skipped, not fatal
     }
     if (!plan->runnable) continue;
-    const float ms = time_plan(rt, *plan, s, params);
+    const float ms = time_plan(rt, *plan, s, args);
     if (ms < best_ms) {
       best_ms = ms;
       best = &c;

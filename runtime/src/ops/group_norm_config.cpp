@@ -77,7 +77,7 @@ bool fit_cta(int64_t m, int vec, int max_threads, int max_floats, int* threads, 
 }
 
 void set_smem_affine(const GroupNormProblem& p, GroupNormConfig* c) {
-  if (c->smem) {  // the staged kernel always keeps them in shared memory
+  if (c->smem || c->split) {  // the staged kernel always keeps them there; split: unused
     c->smem_affine = true;
     return;
   }
@@ -100,6 +100,25 @@ GroupNormConfig smem_config(const GroupNormProblem& p, int cs, int threads) {
   c.iters = static_cast<int>(ceil_div(ceil_div(group_len(p) / c.vec, cs), threads));
   return c;
 }
+
+// The split (two-kernel) form: NCHW, groups of >= 4096 vectors (smaller ones gain nothing from a
+// second kernel's launch), and a tensor L2 keeps between the two reads.
+bool split_eligible(const GroupNormProblem& p, bool aligned) {
+  return p.layout == Layout::NCHW && group_len(p) / vec_width(p, aligned) >= 4096 &&
+         fits_stream_l2(p);
+}
+
+GroupNormConfig split_config(const GroupNormProblem& p, bool aligned, int threads, int iters) {
+  GroupNormConfig c;
+  c.split = true;
+  c.vec = vec_width(p, aligned);
+  c.threads = c.team = threads;
+  c.iters = iters;
+  c.cluster = 1;
+  return c;
+}
+
+GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool allow_split);
 
 }  // namespace
 
@@ -149,7 +168,8 @@ std::string GroupNormConfig::describe() const {
   return "threads=" + std::to_string(threads) + " team=" + std::to_string(team) +
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
          " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") + (smem ? " smem" : "") +
-         (held > 0 ? " held=" + std::to_string(held) : "") + (smem_affine ? "" : " gmem-affine");
+         (held > 0 ? " held=" + std::to_string(held) : "") + (split ? " split" : "") +
+         (smem_affine ? "" : " gmem-affine");
 }
 
 GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape, int64_t groups,
@@ -179,6 +199,16 @@ GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape,
 }
 
 GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned) {
+  return heuristic(p, cc, aligned, true);
+}
+
+GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, int cc, bool aligned) {
+  return heuristic(p, cc, aligned, false);
+}
+
+namespace {
+
+GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool allow_split) {
   validate(p);
   GroupNormConfig c;
   c.vec = vec_width(p, aligned);
@@ -196,7 +226,15 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
     set_smem_affine(p, &c);
     return c;
   }
-  // 17-33 groups of >= 32768 16-byte vectors (512 KB) in a tensor L2 holds: streamed in
+  // At most 16 groups of >= 32768 16-byte vectors (512 KB) in a tensor L2 holds: two kernels,
+  // chunks of 16 KB (16-bit) or 32 KB (fp32) per CTA. H200 sweep (PERF.md): 1x64x256x256/G16
+  // bf16 10.7 us vs 12.6 staged. At 17-33 groups the pair is only 3-4% faster than streaming
+  // (1x128x256x256 bf16 17.5 vs 18.1 us, f32 27.4 vs 28.4), less than its second launch costs
+  // the host (~3 us); with 64 groups or more staging is faster (2x128x256x256 bf16 31.0 vs 29.7).
+  if (allow_split && smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 <= kSms &&
+      split_eligible(p, aligned))
+    return split_config(p, aligned, 256, dtype_size(p.dtype) == 4 ? 8 : 4);
+  // The same without a workspace (a capture fallback): streamed in
   // 8-CTA clusters, two reads of x with the second served from L2 (the first asks L2 to keep x,
   // y is stored evict-first). 256 CTAs load more at once than 3 staged 64 KB slices per SM. H200
   // sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3 vs 20.6; at 64 groups
@@ -265,6 +303,8 @@ GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool ali
   return c;
 }
 
+}  // namespace
+
 void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned) {
   validate(p);
   auto bad = [&](const std::string& what) {
@@ -291,6 +331,15 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
     bad("clusters, streaming and smem staging need team == threads");
   if (c.iters < 1) bad("iters = " + std::to_string(c.iters) + " must be >= 1");
   if (c.held != 0 && !c.smem) bad("held = " + std::to_string(c.held) + " needs smem staging");
+  if (c.split) {
+    if (p.layout != Layout::NCHW) bad("split needs NCHW");
+    if (c.cluster != 1 || c.stream || c.smem || c.team != c.threads)
+      bad("split runs one CTA per chunk: cluster = 1, team = threads, no streaming or staging");
+    if (int64_t{c.iters} * c.vec > 64)
+      bad("iters * vec = " + std::to_string(int64_t{c.iters} * c.vec) +
+          " held per thread exceeds 64");
+    return;
+  }
   if (c.smem) {
     if (cc < 90) bad("smem staging needs sm_90 (bulk copies)");
     if (p.layout != Layout::NCHW || c.vec != full_vec || c.stream)
@@ -360,8 +409,9 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
                                                    bool aligned) {
   const GroupNormConfig first = group_norm_heuristic(p, cc, aligned);
   std::vector<GroupNormConfig> out{first};
-  // The register-held variants below start from the heuristic's choice, minus the staging.
-  GroupNormConfig h = first;
+  // The register-held variants below start from the heuristic's one-kernel choice, minus the
+  // staging.
+  GroupNormConfig h = first.split ? group_norm_capture_fallback(p, cc, aligned) : first;
   h.smem = false;
   h.held = 0;
   auto add = [&](GroupNormConfig c) {
@@ -370,6 +420,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
       if (o.describe() == c.describe()) return;
     out.push_back(c);
   };
+  if (first.split) add(group_norm_capture_fallback(p, cc, aligned));
   const int64_t nvec = group_len(p) / h.vec;
   if (h.team <= 32) {  // warp teams: other team sizes and CTA sizes
     for (int team : {1, 2, 4, 8, 16, 32}) {
@@ -412,12 +463,19 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     }
   }
   add_smem_candidates(p, cc, aligned, add);
+  // Two kernels: chunks of 4-32 KB.
+  if (split_eligible(p, aligned)) {
+    for (int threads : {256, 512})
+      for (int iters : {2, 4, 8})
+        if (iters * h.vec <= 64) add(split_config(p, aligned, threads, iters));
+  }
   return out;
 }
 
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c) {
   const bool affine = p.has_weight || p.has_bias;
   const int64_t cg = p.C / p.groups;
+  if (c.split) return 0;  // static shared memory only
   if (c.smem) {
     // GnSmemLayout in group_norm_smem.cuh: 512 bytes of barriers and scratch, the affine
     // parameters (128-byte rounded), then the slice.
@@ -428,8 +486,31 @@ int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& 
   return (128 + (affine && c.smem_affine ? teams * 2 * cg : 0)) * 4;
 }
 
-Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
+std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c) {
   const bool affine = p.has_weight || p.has_bias;
+  if (c.split) {
+    const bool keep = fits_stream_l2(p);
+    Spec partials("kjit/group_norm_split.cuh", "kjit::gn_partials");
+    partials.type(p.dtype)
+        .value(group_len(p))
+        .value(c.threads)
+        .value(c.vec)
+        .value(c.iters)
+        .value(keep);
+    Spec apply("kjit/group_norm_split.cuh", "kjit::gn_apply");
+    apply.type(p.dtype)
+        .type(p.param_dtype)
+        .value(p.C / p.groups)
+        .value(p.S)
+        .value(c.threads)
+        .value(c.vec)
+        .value(c.iters)
+        .value(p.has_weight)
+        .value(p.has_bias)
+        .value(p.activation == Activation::SiLU)
+        .value(keep);
+    return {partials, apply};
+  }
   if (c.smem) {
     Spec s("kjit/group_norm_smem.cuh", "kjit::gn_fwd_smem");
     s.type(p.dtype)
@@ -443,7 +524,7 @@ Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
         .value(p.has_weight)
         .value(p.has_bias)
         .value(p.activation == Activation::SiLU);
-    return s;
+    return {s};
   }
   Spec s("kjit/group_norm.cuh", "kjit::gn_fwd");
   s.type(p.dtype)
@@ -462,7 +543,7 @@ Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c) {
       .value(p.activation == Activation::SiLU)
       .value(affine && c.smem_affine)
       .value(c.stream && fits_stream_l2(p));
-  return s;
+  return {s};
 }
 
 }  // namespace kjit::ops

@@ -1,7 +1,9 @@
 // GroupNorm's per-runtime plan: the loaded kernel and its launch configuration for one problem.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "kjit/kernel.hpp"
 #include "kjit/ops/group_norm.hpp"
@@ -18,13 +20,26 @@ struct GnKey {
 };
 
 struct GnPlan {
-  Kernel kernel;
+  Kernel kernel;  // config.split: gn_partials
   LaunchConfig launch;
+  Kernel apply;               // config.split: gn_apply, with the same launch
+  size_t partials_bytes = 0;  // config.split: the stream workspace it needs
+  // config.split: the one-kernel plan run inside a capture on a stream with no workspace yet.
+  std::unique_ptr<GnPlan> fallback;
   GroupNormConfig config;
   int groups = 0;
   long long num_groups = 0;
   bool runnable =
       false;  // Kernel::fits: the device can schedule it (a config it cannot is skipped)
+};
+
+// One call's arguments, as group_norm received them (w, b null when the problem has none).
+struct GnArgs {
+  const void* x;
+  void* y;
+  const void* w;
+  const void* b;
+  float eps;
 };
 
 using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
@@ -34,6 +49,10 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
 // Loads the kernel for config c and computes the launch (grid, smem, cluster).
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
+// Launches plan's kernels on `stream`. A split plan takes its partials buffer from the stream's
+// workspace (allocating it on first use), or runs its fallback inside a capture when the stream
+// has none.
+void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
 // Throws CaptureCompile when it would have to time them while `caller` is being captured.
 GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps,

@@ -23,6 +23,9 @@ namespace {
   throw Error(Errc::InvalidArgument, "linear_gn_min: " + what + " (" + p.describe() + ")");
 }
 
+constexpr const char* kReserveHint =
+    "call reserve_linear_gn_min_workspace before capturing, or pass a workspace";
+
 size_t ab_size(Precision pr) {
   return pr == Precision::Bf16Inputs ? 2 : 4;
 }
@@ -112,8 +115,9 @@ detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int6
                         ax,  aw,  alb, out_aligned, static_cast<int64_t>(opt.bias_add)};
 }
 
-void throw_if_capturing(CUstream stream, const LinearGnMinProblem& p, const char* what) {
-  if (kjit::detail::capturing(stream))
+void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& p,
+                        const char* what) {
+  if (kjit::detail::capturing(rt.context(), stream))
     throw Error(Errc::CaptureCompile,
                 std::string("linear_gn_min: ") + what + " for " + p.describe() +
                     " while the stream is being captured into a graph: call "
@@ -124,7 +128,7 @@ void throw_if_capturing(CUstream stream, const LinearGnMinProblem& p, const char
 const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearGnMinProblem& p,
                                 const detail::LgmKey& key, float eps, CUstream stream) {
   if (const detail::LgmPlan* plan = st.plans.find(key)) return *plan;
-  throw_if_capturing(stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
+  throw_if_capturing(rt, stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
   return *st.plans.find_or_build(key, [&] {
     auto plan = std::make_unique<detail::LgmPlan>();
     plan->ws = detail::LgmWorkspace::of(p);
@@ -150,61 +154,12 @@ const void* bias_stand_in(int64_t align) {
 
 namespace detail {
 
-LgmState::~LgmState() {
-  if (!kjit::detail::driver_available()) return;
-  const kjit::detail::Driver& d = kjit::detail::driver();
-  for (auto& kv : by_stream_)
-    if (kv.second.ptr) d.cuMemFree_fn(kv.second.ptr);
-  for (CUdeviceptr p : retired_) d.cuMemFree_fn(p);
-}
-
 cublasLtHandle_t LgmState::handle(Runtime& rt) {
   std::call_once(handle_once_, [&] {
     ContextGuard guard(rt.context());
     handle_ = std::make_unique<lt::Handle>();
   });
   return handle_->get();
-}
-
-namespace {
-
-// CU_STREAM_PER_THREAD is one handle for a different stream in every thread, so its workspaces
-// are kept per thread, under a key no stream handle can be (odd, and never 0x1 or 0x2). Ids are
-// never reused: a new thread cannot inherit a buffer the old one's stream may still be using.
-CUstream workspace_key(CUstream stream) {
-  if (stream != CU_STREAM_PER_THREAD) return stream;
-  static std::atomic<uintptr_t> next{0};
-  thread_local const uintptr_t id = next.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<CUstream>((id << 4) | 0xB);
-}
-
-}  // namespace
-
-CUdeviceptr LgmState::workspace(Runtime& rt, CUstream stream, size_t bytes) {
-  const CUstream key = workspace_key(stream);
-  {
-    std::shared_lock lock(mu_);
-    auto it = by_stream_.find(key);
-    if (it != by_stream_.end() && it->second.bytes >= bytes) return it->second.ptr;
-  }
-  if (kjit::detail::capturing(stream))
-    throw Error(Errc::CaptureCompile,
-                "linear_gn_min: the stream has no workspace of " + std::to_string(bytes) +
-                    " bytes yet and is being captured into a graph: call "
-                    "reserve_linear_gn_min_workspace before capturing, or pass a workspace");
-  std::unique_lock lock(mu_);
-  Buf& b = by_stream_[key];
-  if (b.bytes >= bytes) return b.ptr;
-  ContextGuard guard(rt.context());
-  CUdeviceptr p = 0;
-  const CUresult r = kjit::detail::driver().cuMemAlloc_fn(&p, bytes);
-  if (r != CUDA_SUCCESS)
-    throw Error(Errc::Cuda, "linear_gn_min: cuMemAlloc of its " + std::to_string(bytes) +
-                                "-byte workspace failed: " + kjit::detail::cu_error_text(r));
-  if (b.ptr) retired_.push_back(b.ptr);
-  b.ptr = p;
-  b.bytes = bytes;
-  return p;
 }
 
 void configure_desc(lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias) {
@@ -343,7 +298,8 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
   // The plan knows the workspace size: no second validation on the hot path.
   const CUdeviceptr y =
-      ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : st.workspace(rt, stream, plan.ws.bytes());
+      ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr)
+             : st.workspaces.get(rt, stream, plan.ws.bytes(), "linear_gn_min", kReserveHint);
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
   detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
@@ -370,7 +326,8 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
 }
 
 void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream) {
-  rt.op_state().linear_gn_min.workspace(rt, stream, linear_gn_min_workspace_size(p));
+  rt.op_state().linear_gn_min.workspaces.get(rt, stream, linear_gn_min_workspace_size(p),
+                                             "linear_gn_min", kReserveHint);
 }
 
 }  // namespace kjit::ops

@@ -7,15 +7,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "cublaslt.hpp"
 #include "kjit/kernel.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "plan_table.hpp"
+#include "stream_workspaces.hpp"
 
 namespace kjit::ops::detail {
 
@@ -70,32 +69,18 @@ struct LgmPlan {
 class LgmState {
  public:
   LgmState() = default;
-  ~LgmState();  // frees the workspaces (the Runtime makes its context current first)
   LgmState(const LgmState&) = delete;
   LgmState& operator=(const LgmState&) = delete;
 
   cublasLtHandle_t handle(Runtime& rt);  // created on first use
   kjit::detail::PlanTable<LgmKey, LgmPlan> plans;
 
-  // kjit's workspace for `stream`, at least `bytes`: a lookup under a shared lock when the stream
-  // has one that large; otherwise allocates (throws CaptureCompile when `stream` is capturing). A
-  // smaller buffer it replaces is kept until the Runtime goes: work queued on it, or a graph
-  // captured with it, may still use it.
-  CUdeviceptr workspace(Runtime& rt, CUstream stream, size_t bytes);
+  // kjit's workspaces (Y, row minima, cuBLASLt's), one per stream.
+  kjit::detail::StreamWorkspaces workspaces;
 
  private:
   std::once_flag handle_once_;
   std::unique_ptr<kjit::detail::lt::Handle> handle_;
-  std::shared_mutex mu_;
-  struct Buf {
-    CUdeviceptr ptr = 0;
-    size_t bytes = 0;
-  };
-  // By handle: a destroyed stream's handle can come back for a new stream (cuStreamGetId would
-  // tell them apart, but it fails while a stream is capturing). The driver frees a stream only
-  // after its queued work completes, so a new stream never shares a buffer with live work.
-  std::unordered_map<CUstream, Buf> by_stream_;
-  std::vector<CUdeviceptr> retired_;
 };
 
 // Shared by the op and autotuning.

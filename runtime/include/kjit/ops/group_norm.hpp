@@ -55,6 +55,10 @@ struct GroupNormConfig {
   // vectors are held in registers instead (less shared memory per CTA, more CTAs per SM).
   bool smem = false;
   int held = 0;  // 0..16
+  // Two kernels (NCHW): per-chunk partial statistics (x read once, kept in L2), then the apply
+  // kernel (x read again, y written); one CTA per chunk of threads * iters vectors, no cluster.
+  // Needs a small per-stream workspace (reserve_group_norm_workspace).
+  bool split = false;
   std::string describe() const;
 };
 
@@ -77,12 +81,24 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt = {});
 
+// A split config (GroupNormConfig::split) keeps its partial statistics in kjit's workspace for
+// the stream, allocated by the first call on that stream. Inside a graph capture on a stream that
+// has none yet, a call runs the best one-kernel config instead (same results, slower): call this
+// before capturing to give the stream its workspace, so the graph runs the split kernels. A graph
+// captured that way uses that stream's workspace whenever it is replayed. Returns its size in
+// bytes (0 when p's config is not split).
+size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
+                                    const GroupNormOptions& opt, CUstream stream);
+
 // For tools and tests that need no GPU: the default config for a device of compute capability
 // `cc` (e.g. 90), the candidates autotuning tries, and the specialization a config compiles to.
 GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned = true);
 std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
                                                    bool aligned = true);
-Spec group_norm_spec(const GroupNormProblem& p, const GroupNormConfig& c);
+// Every kernel config c launches, in launch order: one, or two for a split config.
+std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c);
+// The one-kernel config a split plan also loads, for captures on a stream with no workspace.
+GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, int cc, bool aligned = true);
 // Throws InvalidArgument when p breaks a rule (C % G, sizes, limits).
 void validate(const GroupNormProblem& p);
 // Every check group_norm makes before it needs the device: the problem, eps, and the pointers
