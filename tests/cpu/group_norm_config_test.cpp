@@ -199,9 +199,21 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   sp.iters = 32;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, sp, 90, true),
                        doctest::Contains("held per thread exceeds 64"), kjit::Error);
+  sp.iters = 8;
+  sp.threads = sp.team = 1024;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, sp, 90, true),
+                       doctest::Contains("split needs threads <= 512"), kjit::Error);
+  // gn_apply merges all of a group's partials in every warp: bounded.
+  sp.threads = sp.team = 32;
+  sp.iters = 1;
+  CHECK(kjit::ops::group_norm_split_chunks(few, sp) == 65536 / 32);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, sp, 90, true),
+                       doctest::Contains("2048 chunks of threads * iters vectors, more than 64"),
+                       kjit::Error);
+  sp.threads = sp.team = 256;
+  sp.iters = 8;
   const GroupNormProblem nhwc =
       GroupNormProblem::from_shape({1, 256, 256, 128}, 32, kjit::DType::F32, Layout::NHWC);
-  sp.iters = 8;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(nhwc, sp, 90, true),
                        doctest::Contains("split needs NCHW"), kjit::Error);
   GroupNormConfig sm;

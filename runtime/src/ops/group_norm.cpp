@@ -74,8 +74,7 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->groups = static_cast<int>(p.groups);
   plan->num_groups = p.N * p.groups;
   const int64_t teams = c.threads / c.team;
-  const int64_t chunk = int64_t{c.threads} * c.iters * c.vec;  // split: elements per CTA
-  const int64_t ctas = c.split ? plan->num_groups * ((p.C / p.groups * p.S + chunk - 1) / chunk)
+  const int64_t ctas = c.split ? plan->num_groups * group_norm_split_chunks(p, c)
                                : (plan->num_groups + teams - 1) / teams * c.cluster;
   if (ctas > INT32_MAX)
     bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
@@ -137,7 +136,12 @@ std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bo
   if (!plan->config.split) return plan;
   for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
     if (c.split) continue;
-    plan->fallback = build_plan(rt, p, c, stream);
+    try {
+      plan->fallback = build_plan(rt, p, c, stream);
+    } catch (const Error& e) {
+      if (e.code() == Errc::InvalidArgument) throw;
+      continue;  // as in autotuning: a candidate that does not compile or load is skipped
+    }
     if (plan->fallback->runnable) return plan;
   }
   plan->fallback.reset();  // captures on a stream without a workspace raise CaptureCompile
@@ -207,7 +211,7 @@ size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
   const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
   if (!plan.config.split) return 0;
   rt.op_state().group_norm_partials.get(rt, stream, plan.partials_bytes, "group_norm",
-                                        "reserve_group_norm_workspace before capturing");
+                                        "call reserve_group_norm_workspace before capturing");
   return plan.partials_bytes;
 }
 

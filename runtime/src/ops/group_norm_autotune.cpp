@@ -8,6 +8,7 @@
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
 #include "kjit/version.hpp"
+#include "op_state.hpp"
 #include "ops/group_norm_plan.hpp"
 
 namespace kjit::ops::detail {
@@ -89,6 +90,8 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       best = &c;
     }
   }
+  // Split candidates gave the scratch stream a workspace; its work is done (time_plan waits).
+  rt.op_state().group_norm_partials.release(rt, s);
   // Nothing to remember: the call fails as the untuned path does when no config can run.
   if (!best)
     throw Error(Errc::Unsupported, "group_norm autotune: none of the " +

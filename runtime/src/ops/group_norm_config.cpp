@@ -108,6 +108,10 @@ bool split_eligible(const GroupNormProblem& p, bool aligned) {
          fits_stream_l2(p);
 }
 
+// Every warp of gn_apply merges all of its group's partials: bounded, so that the merge stays a
+// few loads per lane (at 64 chunks, 1/4 of a 16 KB chunk's bytes again in L2 reads).
+constexpr int64_t kMaxSplitChunks = 64;
+
 GroupNormConfig split_config(const GroupNormProblem& p, bool aligned, int threads, int iters) {
   GroupNormConfig c;
   c.split = true;
@@ -226,19 +230,22 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     set_smem_affine(p, &c);
     return c;
   }
-  // At most 16 groups of >= 32768 16-byte vectors (512 KB) in a tensor L2 holds: two kernels,
-  // chunks of 16 KB (16-bit) or 32 KB (fp32) per CTA. H200 sweep (PERF.md): 1x64x256x256/G16
-  // bf16 10.7 us vs 12.6 staged. At 17-33 groups the pair is only 3-4% faster than streaming
-  // (1x128x256x256 bf16 17.5 vs 18.1 us, f32 27.4 vs 28.4), less than its second launch costs
-  // the host (~3 us); with 64 groups or more staging is faster (2x128x256x256 bf16 31.0 vs 29.7).
+  // At most 16 groups of >= 32768 16-byte vectors (512 KB, up to 64 chunks) in a tensor L2
+  // holds: two kernels, chunks of 16 KB (16-bit) or 32 KB (fp32) per CTA. H200 (PERF.md):
+  // 1x64x256x256/G16 bf16 11.3 us vs 12.6 staged, f32 15.8 vs 16.6. At 17-33 groups the pair
+  // (swept with an implicit trigger) was no faster than streaming (1x128x256x256 bf16 18.1 vs
+  // 18.0 us), and it costs the host a second launch (~3 us); at 64 groups staging is faster
+  // (2x128x256x256 bf16 32.5 vs 29.8).
   if (allow_split && smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 <= kSms &&
-      split_eligible(p, aligned))
-    return split_config(p, aligned, 256, dtype_size(p.dtype) == 4 ? 8 : 4);
-  // The same without a workspace (a capture fallback): streamed in
-  // 8-CTA clusters, two reads of x with the second served from L2 (the first asks L2 to keep x,
-  // y is stored evict-first). 256 CTAs load more at once than 3 staged 64 KB slices per SM. H200
-  // sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3 vs 20.6; at 64 groups
-  // (2x128x256x256 f32) staging is as fast (55.7 vs 55.5), so it keeps staging.
+      split_eligible(p, aligned)) {
+    const GroupNormConfig s = split_config(p, aligned, 256, dtype_size(p.dtype) == 4 ? 8 : 4);
+    if (group_norm_split_chunks(p, s) <= kMaxSplitChunks) return s;
+  }
+  // 17-33 such groups: streamed in 8-CTA clusters, two reads of x with the second served from L2
+  // (the first asks L2 to keep x, y is stored evict-first). 256 CTAs load more at once than 3
+  // staged 64 KB slices per SM. H200 sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3
+  // vs 20.6; at 64 groups (2x128x256x256 f32) staging is as fast (55.7 vs 55.5), so it keeps
+  // staging.
   if (smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 > kSms &&
       ngroups * 8 <= 2 * kSms && fits_stream_l2(p)) {
     c.cluster = 8;
@@ -338,6 +345,12 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
     if (int64_t{c.iters} * c.vec > 64)
       bad("iters * vec = " + std::to_string(int64_t{c.iters} * c.vec) +
           " held per thread exceeds 64");
+    if (c.threads > 512)  // 64 values per thread spill under __launch_bounds__(1024)
+      bad("split needs threads <= 512, not " + std::to_string(c.threads));
+    if (group_norm_split_chunks(p, c) > kMaxSplitChunks)
+      bad("split cuts each group into " + std::to_string(group_norm_split_chunks(p, c)) +
+          " chunks of threads * iters vectors, more than " + std::to_string(kMaxSplitChunks) +
+          " (every warp of the apply kernel merges them all)");
     return;
   }
   if (c.smem) {
@@ -463,13 +476,20 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     }
   }
   add_smem_candidates(p, cc, aligned, add);
-  // Two kernels: chunks of 4-32 KB.
+  // Two kernels: chunks of 4-32 KB, at most kMaxSplitChunks per group.
   if (split_eligible(p, aligned)) {
     for (int threads : {256, 512})
-      for (int iters : {2, 4, 8})
-        if (iters * h.vec <= 64) add(split_config(p, aligned, threads, iters));
+      for (int iters : {2, 4, 8}) {
+        const GroupNormConfig c = split_config(p, aligned, threads, iters);
+        if (iters * h.vec <= 64 && group_norm_split_chunks(p, c) <= kMaxSplitChunks) add(c);
+      }
   }
   return out;
+}
+
+int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig& c) {
+  if (!c.split) return 0;
+  return ceil_div(group_len(p) / c.vec, int64_t{c.threads} * c.iters);
 }
 
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c) {

@@ -109,6 +109,9 @@ void validate_call(const GroupNormProblem& p, const void* x, const void* y, cons
 // Throws InvalidArgument when config c cannot compute p correctly on a device of compute
 // capability cc with (un)aligned pointers, naming the field and the rule it breaks.
 void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned);
+// A split config's chunks per group (one CTA each in both kernels; 8 workspace bytes each);
+// 0 for other configs.
+int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig& c);
 // Dynamic shared memory a launch of c for p needs, in bytes.
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c);
 
