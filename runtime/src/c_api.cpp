@@ -111,6 +111,20 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
   });
 }
 
+int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,
+                                      int64_t s, int64_t groups, int silu, int affine, int autotune,
+                                      void* stream, int64_t* bytes) {
+  return guarded([&] {
+    auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
+    kjit::ops::validate(p);
+    kjit::ops::GroupNormOptions o;
+    o.autotune = autotune != 0;
+    const size_t b =
+        kjit::ops::reserve_group_norm_workspace(runtime(), p, o, static_cast<CUstream>(stream));
+    if (bytes) *bytes = static_cast<int64_t>(b);
+  });
+}
+
 int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
@@ -135,6 +149,15 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
     kjit::ops::validate(p);
     auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, o);
     copy_text(info.kernel + "; GEMM " + info.gemm_algo + " (" + info.gemm_source + ")", buf, size);
+  });
+}
+
+int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64_t k, int64_t n,
+                                         int64_t groups, void* stream) {
+  return guarded([&] {
+    const auto p = lgm_problem(precision, m, k, n, groups);
+    kjit::ops::validate(p);
+    kjit::ops::reserve_linear_gn_min_workspace(runtime(), p, static_cast<CUstream>(stream));
   });
 }
 

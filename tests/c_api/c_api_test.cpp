@@ -42,6 +42,14 @@ TEST_CASE("kjit_group_norm: bad arguments are invalid_argument, named, before an
   // A valid problem gets past validation: prepare then fails only for want of a driver (or, on
   // a machine with a GPU, compiles). No call with these host buffers is ever enqueued.
   CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, text, 64) != kInvalidArgument);
+  int64_t bytes = -1;
+  CHECK(kjit_group_norm_reserve_workspace("f32", "nhwc", 2, 8, 4, 3, 1, 1, 0, nullptr, &bytes) ==
+        kInvalidArgument);
+  CHECK(last_error_has("divisible"));
+  CHECK(bytes == -1);  // untouched on failure
+  CHECK(kjit_group_norm_reserve_workspace("bf8", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, &bytes) ==
+        kInvalidArgument);
+  CHECK(last_error_has("bf8"));
 }
 
 TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before any device use") {
@@ -61,4 +69,8 @@ TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before
   CHECK(last_error_has("gamma is null"));
   char text[64];
   CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 3, 0, text, 64) == kInvalidArgument);
+  CHECK(kjit_linear_gn_min_reserve_workspace("fp32", 4, 8, 8, 3, nullptr) == kInvalidArgument);
+  CHECK(last_error_has("divisible"));
+  CHECK(kjit_linear_gn_min_reserve_workspace(nullptr, 4, 8, 8, 2, nullptr) == kInvalidArgument);
+  CHECK(last_error_has("precision is NULL"));
 }

@@ -27,6 +27,14 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
                             int64_t groups, int silu, int affine, int autotune, char* buf,
                             int64_t size);
 
+/* Give `stream` the workspace a split plan of this problem uses (see docs/API.md), so that a
+ * graph captured on it without a call beforehand runs the split kernels rather than the
+ * one-kernel fallback. Writes its size in bytes to *bytes when not NULL (0: the plan is not
+ * split, nothing needed). */
+int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,
+                                      int64_t s, int64_t groups, int silu, int affine,
+                                      int autotune, void* stream, int64_t* bytes);
+
 /* Linear -> GroupNorm -> min -> + bias. precision: "fp32" | "tf32" | "bf16-inputs" (x, weight
  * bf16). out: [1, n, m, 1] contiguous, out[c*m + r] = min_r + bias[c]. Workspace: kjit's own,
  * one per stream. */
@@ -36,6 +44,10 @@ int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, i
                        float eps, void* stream, int autotune);
 int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
                                int64_t groups, int autotune, char* buf, int64_t size);
+/* Allocate kjit's workspace for `stream` ahead (a call captured into a graph on a stream without
+ * one is refused with capture_compile). */
+int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64_t k, int64_t n,
+                                         int64_t groups, void* stream);
 
 #ifdef __cplusplus
 }
