@@ -290,6 +290,33 @@ TEST_CASE("held slices: up to 16 vectors, more than 8 only up to 512 threads") {
   for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(h, 90)) CHECK(k.held <= 4);
 }
 
+// The random specializations above reach split configs only now and then: every split candidate
+// of a few fixed problems, in every dtype, with 16-byte vectors, scalar accesses, vectors across
+// two channels (S % 8 != 0), fp32 parameters with 16-bit data, and no affine.
+TEST_CASE("split GroupNorm kernels compile with NVRTC for every dtype and access width") {
+  kjit_test::CompileProbe probe;
+  int configs = 0;
+  for (kjit::DType t : {kjit::DType::F32, kjit::DType::F16, kjit::DType::BF16}) {
+    for (bool aligned : {true, false}) {
+      GroupNormProblem p = GroupNormProblem::from_shape({2, 40, 5001}, 5, t);
+      p.param_dtype = t == kjit::DType::F32 ? t : kjit::DType::F32;
+      p.has_bias = aligned;
+      p.activation = aligned ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+      for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90, aligned)) {
+        if (!c.split || c.threads != 256) continue;
+        CHECK(c.vec == (aligned ? 16 / static_cast<int>(kjit::dtype_size(t)) : 1));
+        for (const kjit::Spec& s : kjit::ops::group_norm_specs(p, c)) {
+          CAPTURE(s.instantiation());
+          CHECK(probe.compile(s, "sm_90").binary.size() > 0);
+        }
+        ++configs;
+      }
+    }
+  }
+  CHECK(configs >= 12);
+  MESSAGE(probe.summary("split GroupNorm kernels"));
+}
+
 TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random specializations") {
   kjit_test::CompileProbe probe;
   for (int i = 0; i < 110; ++i) {
