@@ -28,28 +28,7 @@ StreamWorkspaces::~StreamWorkspaces() {
   const Driver& d = driver();
   for (auto& kv : by_stream_)
     if (kv.second.ptr) d.cuMemFree_fn(kv.second.ptr);
-  for (const auto& r : retired_) d.cuMemFree_fn(r.second);
-}
-
-void StreamWorkspaces::release(Runtime& rt, CUstream stream) {
-  const CUstream key = key_of(stream);
-  std::unique_lock lock(mu_);
-  ContextGuard guard(rt.context(), std::nothrow);
-  const Driver& d = driver();
-  auto it = by_stream_.find(key);
-  if (it != by_stream_.end()) {
-    if (it->second.ptr) d.cuMemFree_fn(it->second.ptr);
-    by_stream_.erase(it);
-  }
-  for (size_t i = 0; i < retired_.size();) {
-    if (retired_[i].first == key) {
-      d.cuMemFree_fn(retired_[i].second);
-      retired_[i] = retired_.back();
-      retired_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  for (CUdeviceptr p : retired_) d.cuMemFree_fn(p);
 }
 
 CUdeviceptr StreamWorkspaces::find(CUstream stream, size_t bytes) const {
@@ -74,7 +53,7 @@ CUdeviceptr StreamWorkspaces::get(Runtime& rt, CUstream stream, size_t bytes, co
   if (r != CUDA_SUCCESS)
     throw Error(Errc::Cuda, std::string(op) + ": cuMemAlloc of its " + std::to_string(bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
-  if (b.ptr) retired_.emplace_back(key_of(stream), b.ptr);
+  if (b.ptr) retired_.push_back(b.ptr);
   b.ptr = p;
   b.bytes = bytes;
   return p;

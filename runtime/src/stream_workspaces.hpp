@@ -9,7 +9,6 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 namespace kjit {
@@ -19,7 +18,7 @@ namespace detail {
 class StreamWorkspaces {
  public:
   StreamWorkspaces() = default;
-  ~StreamWorkspaces();  // frees the buffers (the Runtime makes its context current first)
+  ~StreamWorkspaces();  // frees the buffers: the owner makes their context current first
   StreamWorkspaces(const StreamWorkspaces&) = delete;
   StreamWorkspaces& operator=(const StreamWorkspaces&) = delete;
 
@@ -30,9 +29,6 @@ class StreamWorkspaces {
   // should have done first) in the message. A smaller buffer it replaces is kept until the
   // Runtime goes: work queued on it, or a graph captured with it, may still use it.
   CUdeviceptr get(Runtime& rt, CUstream stream, size_t bytes, const char* op, const char* hint);
-  // Frees `stream`'s buffers now, for a stream about to be destroyed with no work queued and no
-  // graph captured with them (autotuning's own stream); other streams keep theirs.
-  void release(Runtime& rt, CUstream stream);
 
  private:
   struct Buf {
@@ -44,7 +40,7 @@ class StreamWorkspaces {
   // tell them apart, but it fails while a stream is capturing). The driver frees a stream only
   // after its queued work completes, so a new stream never shares a buffer with live work.
   std::unordered_map<CUstream, Buf> by_stream_;
-  std::vector<std::pair<CUstream, CUdeviceptr>> retired_;  // by the key they were made for
+  std::vector<CUdeviceptr> retired_;
 };
 
 }  // namespace detail

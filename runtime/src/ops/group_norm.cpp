@@ -94,7 +94,8 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   return plan;
 }
 
-void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream) {
+void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream,
+                 kjit::detail::StreamWorkspaces* ws) {
   const void* x = a.x;
   void* y = a.y;
   const void* w = a.w;
@@ -113,13 +114,13 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     plan.kernel.launch(stream, plan.launch, params);
     return;
   }
-  kjit::detail::StreamWorkspaces& ws = rt.op_state().group_norm_partials;
-  CUdeviceptr part = ws.find(stream, plan.partials_bytes);
+  if (!ws) ws = &rt.op_state().group_norm_partials;
+  CUdeviceptr part = ws->find(stream, plan.partials_bytes);
   if (!part) {
     if (plan.fallback && kjit::detail::capturing(rt.context(), stream))
-      return launch_plan(rt, *plan.fallback, a, stream);
-    part = ws.get(rt, stream, plan.partials_bytes, "group_norm",
-                  "call reserve_group_norm_workspace before capturing");
+      return launch_plan(rt, *plan.fallback, a, stream, ws);
+    part = ws->get(rt, stream, plan.partials_bytes, "group_norm",
+                   "call reserve_group_norm_workspace before capturing");
   }
   void* partials_params[] = {const_cast<void**>(&x), &part};
   plan.kernel.launch(stream, plan.launch, partials_params);

@@ -8,7 +8,6 @@
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
 #include "kjit/version.hpp"
-#include "op_state.hpp"
 #include "ops/group_norm_plan.hpp"
 
 namespace kjit::ops::detail {
@@ -24,13 +23,14 @@ cache::Key tune_key(Runtime& rt, const GroupNormProblem& p, bool aligned,
   return kb.finish();
 }
 
-float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, const GnArgs& args) {
+float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, const GnArgs& args,
+                kjit::detail::StreamWorkspaces* ws) {
   Event start(rt), stop(rt);
-  for (int i = 0; i < 3; ++i) launch_plan(rt, plan, args, s);
+  for (int i = 0; i < 3; ++i) launch_plan(rt, plan, args, s, ws);
   float best = 1e30f;
   for (int rep = 0; rep < 5; ++rep) {
     start.record(s);
-    for (int i = 0; i < 10; ++i) launch_plan(rt, plan, args, s);
+    for (int i = 0; i < 10; ++i) launch_plan(rt, plan, args, s, ws);
     stop.record(s);
     stop.synchronize();
     best = std::min(best, stop.ms_since(start) / 10);
@@ -68,6 +68,11 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   w.fill_bytes(0x3c);
   b.fill_bytes(0x01);
   Stream s(rt);
+  // Split candidates' partials live in a workspace set of autotuning's own, freed when it returns
+  // (time_plan has waited for s). The runtime's set would keep them until the Runtime goes, and
+  // its entry for this handle may belong to an earlier stream that a live graph still uses.
+  kjit::detail::ContextGuard guard(rt.context());  // current while `scratch` frees
+  kjit::detail::StreamWorkspaces scratch;
   const GnArgs args{reinterpret_cast<const void*>(x.ptr() + off),
                     reinterpret_cast<void*>(y.ptr() + off),
                     p.has_weight ? reinterpret_cast<const void*>(w.ptr()) : nullptr,
@@ -84,14 +89,12 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       continue;  // a candidate that does not compile or load is skipped, not fatal
     }
     if (!plan->runnable) continue;
-    const float ms = time_plan(rt, *plan, s, args);
+    const float ms = time_plan(rt, *plan, s, args, &scratch);
     if (ms < best_ms) {
       best_ms = ms;
       best = &c;
     }
   }
-  // Split candidates gave the scratch stream a workspace; its work is done (time_plan waits).
-  rt.op_state().group_norm_partials.release(rt, s);
   // Nothing to remember: the call fails as the untuned path does when no config can run.
   if (!best)
     throw Error(Errc::Unsupported, "group_norm autotune: none of the " +

@@ -8,6 +8,7 @@
 #include "kjit/kernel.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "plan_table.hpp"
+#include "stream_workspaces.hpp"
 
 namespace kjit::ops::detail {
 
@@ -50,9 +51,10 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
 // Launches plan's kernels on `stream`. A split plan takes its partials buffer from the stream's
-// workspace (allocating it on first use), or runs its fallback inside a capture when the stream
-// has none.
-void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream);
+// workspace in `ws` (the runtime's when null; allocated on first use), or runs its fallback
+// inside a capture when the stream has none.
+void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream,
+                 kjit::detail::StreamWorkspaces* ws = nullptr);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
 // Throws CaptureCompile when it would have to time them while `caller` is being captured.
 GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps,
