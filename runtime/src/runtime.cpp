@@ -174,7 +174,11 @@ Compiler& Runtime::compiler() {
 }
 
 Kernel Runtime::kernel(const Spec& spec, CUstream capture_stream) {
-  std::string key = spec.header();
+  // The templates' generation: a header replaced through templates().add() since a kernel was
+  // loaded makes a new slot, loaded from the new text.
+  std::string key = std::to_string(templates().generation());
+  key += '\n';
+  key += spec.header();
   key += '\n';
   key += spec.instantiation();
   Slot& s = impl_->slot(key);

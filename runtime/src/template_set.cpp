@@ -68,6 +68,7 @@ void TemplateSet::add(const std::string& name, std::string source) {
   auto text = std::make_shared<const std::string>(std::move(source));
   std::unique_lock lock(mu_);
   sources_[name] = std::move(text);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void TemplateSet::add_file(const std::string& name, const std::string& path) {

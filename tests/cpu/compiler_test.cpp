@@ -39,6 +39,19 @@ TEST_CASE("built-in templates are embedded and their include closure is found") 
   CHECK_KJIT_ERROR(t.add_file("a.cuh", "/nonexistent/file.cuh"), kjit::Errc::Io);
 }
 
+// Runtime::kernel keys its table of loaded kernels by the generation, so a header replaced
+// through add() is loaded afresh (tests/gpu/launch_test.cpp runs both versions).
+TEST_CASE("every add() moves the templates' generation on; a refused one does not") {
+  kjit::TemplateSet t;
+  const uint64_t g0 = t.generation();
+  t.add("app/a.cuh", "int a;");
+  CHECK(t.generation() == g0 + 1);
+  t.add("app/a.cuh", "int a2;");  // a replacement counts too
+  CHECK(t.generation() == g0 + 2);
+  CHECK_KJIT_ERROR(t.add("../x.cuh", "x"), kjit::Errc::InvalidArgument);
+  CHECK(t.generation() == g0 + 2);
+}
+
 TEST_CASE("NVRTC compiles a template to a cubin for sm_80 and sm_90 without a GPU") {
   kjit_test::TempDir dir;
   kjit::Compiler c(cache_in(dir.path));

@@ -60,6 +60,38 @@ TEST_CASE("compile, load and launch a template; a repeated call compiles nothing
   CHECK(after.kernels_loaded == before.kernels_loaded);
 }
 
+// A kernel handle keeps the code it was loaded with; a header replaced through templates().add()
+// gives new code to later Runtime::kernel calls for the same spec.
+TEST_CASE("a replaced template header is loaded afresh; an old handle keeps its code") {
+  kjit_test::TempDir dir;
+  kjit::RuntimeOptions o;
+  o.cache.dir = dir.path;
+  kjit::Runtime rt(o);
+  auto source = [](int v) {
+    return "template <int kScale>\n__global__ void put(int* p) { p[threadIdx.x] = kScale * " +
+           std::to_string(v) + "; }\n";
+  };
+  const kjit::Spec spec = kjit::Spec("app/put.cuh", "put").value(3);
+  kjit::Stream stream(rt);
+  kjit::DeviceBuffer out(rt, 32 * sizeof(int));
+  kjit::LaunchConfig cfg;
+  cfg.block.x = 32;
+  auto run = [&](const kjit::Kernel& k) {
+    out.fill_bytes(0);
+    k(stream, cfg, out.ptr());
+    stream.synchronize();
+    return out.to_host<int>(32)[31];
+  };
+  rt.templates().add("app/put.cuh", source(1));
+  const kjit::Kernel v1 = rt.kernel(spec);
+  CHECK(run(v1) == 3);
+  rt.templates().add("app/put.cuh", source(5));
+  const kjit::Kernel v5 = rt.kernel(spec);
+  CHECK(run(v5) == 15);
+  CHECK(run(v1) == 3);
+  CHECK(rt.kernel(spec).function() == v5.function());  // no reload without a change
+}
+
 TEST_CASE("bf16 conversions round to nearest even") {
   auto& rt = runtime();
   kjit::Stream stream(rt);

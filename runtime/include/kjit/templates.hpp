@@ -2,6 +2,8 @@
 // host application registers. Headers reach NVRTC as in-memory files, never from disk.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -17,13 +19,17 @@ class TemplateSet {
   TemplateSet();  // starts with the built-in templates
 
   // Register (or replace) a header under `name`, e.g. "myapp/saxpy.cuh". Kernels loaded from the
-  // old text stay loaded; the disk cache key covers the text, so a changed header never hits a
-  // stale binary. Throws InvalidArgument for an empty or unsafe name.
+  // old text stay loaded (a Kernel handle keeps running the old code), but Runtime::kernel loads
+  // from the new text afterwards; the disk cache key covers the text, so a changed header never
+  // hits a stale binary. Throws InvalidArgument for an empty or unsafe name.
   void add(const std::string& name, std::string source);
   // Same, reading the file now. Throws Io when it cannot be read.
   void add_file(const std::string& name, const std::string& path);
 
   bool has(const std::string& name) const;
+  // Counts add() calls: a cache of loaded kernels keyed by it never returns one built from a
+  // header replaced since.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   std::vector<std::string> names() const;
 
   // `name` and every header it reaches through #include "..." among the registered ones, sorted by
@@ -36,6 +42,7 @@ class TemplateSet {
  private:
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const std::string>> sources_;
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace kjit
