@@ -25,7 +25,8 @@ struct Chunks {
   static_assert(kL % kVec == 0, "a group must be a whole number of vectors");
 };
 
-// This CTA's kIters vectors per thread of chunk `chunk` (vectors past the group stay unset).
+// This thread's kIters vectors of the chunk starting at vector `first` (vectors past the group
+// stay unset).
 template <class T, int kThreads, int kVec, int kIters, int kNvec, bool kHinted>
 __forceinline__ void load_chunk(const T* __restrict__ xg, int first, unsigned long long policy,
                                 Pack<T, kVec> (&raw)[kIters]) {

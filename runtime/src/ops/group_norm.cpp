@@ -41,6 +41,8 @@ void validate_call(const GroupNormProblem& p, const void* x, const void* y, cons
 
 namespace detail {
 
+constexpr const char* kReserveHint = "call reserve_group_norm_workspace before capturing";
+
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                const GroupNormConfig* forced) {
   return GnKey{
@@ -119,8 +121,7 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   if (!part) {
     if (plan.fallback && kjit::detail::capturing(rt.context(), stream))
       return launch_plan(rt, *plan.fallback, a, stream, ws);
-    part = ws->get(rt, stream, plan.partials_bytes, "group_norm",
-                   "call reserve_group_norm_workspace before capturing");
+    part = ws->get(rt, stream, plan.partials_bytes, "group_norm", kReserveHint);
   }
   void* partials_params[] = {const_cast<void**>(&x), &part};
   plan.kernel.launch(stream, plan.launch, partials_params);
@@ -131,7 +132,8 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
 
 namespace {
 
-// A split plan also loads the best one-kernel config this device can schedule.
+// A split plan also loads the best one-kernel config this device can schedule: the first
+// non-split candidate is group_norm_capture_fallback, which kjit-precompile compiles with it.
 std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,
                                       std::unique_ptr<GnPlan> plan, CUstream stream) {
   if (!plan->config.split) return plan;
@@ -212,7 +214,7 @@ size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
   const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
   if (!plan.config.split) return 0;
   rt.op_state().group_norm_partials.get(rt, stream, plan.partials_bytes, "group_norm",
-                                        "call reserve_group_norm_workspace before capturing");
+                                        detail::kReserveHint);
   return plan.partials_bytes;
 }
 

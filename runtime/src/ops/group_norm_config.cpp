@@ -423,8 +423,10 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   const GroupNormConfig first = group_norm_heuristic(p, cc, aligned);
   std::vector<GroupNormConfig> out{first};
   // The register-held variants below start from the heuristic's one-kernel choice, minus the
-  // staging.
-  GroupNormConfig h = first.split ? group_norm_capture_fallback(p, cc, aligned) : first;
+  // staging. A split heuristic's comes second: the plan's capture fallback.
+  const GroupNormConfig one_kernel =
+      first.split ? group_norm_capture_fallback(p, cc, aligned) : first;
+  GroupNormConfig h = one_kernel;
   h.smem = false;
   h.held = 0;
   auto add = [&](GroupNormConfig c) {
@@ -433,7 +435,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
       if (o.describe() == c.describe()) return;
     out.push_back(c);
   };
-  if (first.split) add(group_norm_capture_fallback(p, cc, aligned));
+  if (first.split) add(one_kernel);
   const int64_t nvec = group_len(p) / h.vec;
   if (h.team <= 32) {  // warp teams: other team sizes and CTA sizes
     for (int team : {1, 2, 4, 8, 16, 32}) {
@@ -493,9 +495,9 @@ int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig
 }
 
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c) {
+  if (c.split) return 0;  // static shared memory only
   const bool affine = p.has_weight || p.has_bias;
   const int64_t cg = p.C / p.groups;
-  if (c.split) return 0;  // static shared memory only
   if (c.smem) {
     // GnSmemLayout in group_norm_smem.cuh: 512 bytes of barriers and scratch, the affine
     // parameters (128-byte rounded), then the slice.
