@@ -57,18 +57,20 @@ __global__ void __launch_bounds__(kThreads)
   T* __restrict__ yg = y + base;
 
   // Element e of the group -> its offset from the group's first element, and its channel.
+  // e >= 0 and < 2^31: unsigned 32-bit division by a constant is a shift or a multiply.
   auto offset = [&](int e) -> long long {
     if constexpr (kNHWC) {
-      return static_cast<long long>(e / kCg) * C + e % kCg;
+      const unsigned u = static_cast<unsigned>(e);
+      return static_cast<long long>(u / kCg) * C + u % kCg;
     } else {
       return e;
     }
   };
   auto channel = [&](int e) -> int {
     if constexpr (kNHWC) {
-      return e % kCg;
+      return static_cast<int>(static_cast<unsigned>(e) % kCg);
     } else {
-      return static_cast<int>(e / kS);
+      return static_cast<int>(static_cast<unsigned>(e) / static_cast<unsigned>(kS));
     }
   };
 
@@ -101,8 +103,7 @@ __global__ void __launch_bounds__(kThreads)
         const int vi = v0 + i * kTpg;
         if (vi < last) {
           float v[kVec];
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) v[j] = to_float(p[i].v[j]);
+          unpack_floats(p[i], v);
           fn(vi, v);
         }
       }
@@ -124,7 +125,8 @@ __global__ void __launch_bounds__(kThreads)
   gn::Stat st{0.f, 0.f, 0.f};
 
   if constexpr (!kStream) {
-    Pack<T, kVec> raw[kIters];
+    // Zero bits are 0.0 in every type: the sums below need no select per element.
+    Pack<T, kVec> raw[kIters] = {};
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int vi = first + i * kTpg + t;
@@ -138,11 +140,9 @@ __global__ void __launch_bounds__(kThreads)
       const int vi = first + i * kTpg + t;
       const bool ok = active && vi < last;
       valid += ok ? kVec : 0;
+      unpack_floats(raw[i], held[i]);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        held[i][j] = ok ? to_float(raw[i].v[j]) : 0.f;
-        s += held[i][j];
-      }
+      for (int j = 0; j < kVec; ++j) s += held[i][j];
     }
     const float tmean = valid ? __fdiv_rn(s, static_cast<float>(valid)) : 0.f;
     float m2 = 0.f;
@@ -215,17 +215,17 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   auto store = [&](int vi, const float(&vals)[kVec]) {
-    Pack<T, kVec> out;
+    float out[kVec];
     const int e0 = vi * kVec;
     // NCHW with S a multiple of the vector width: the whole vector is one channel.
     const int c0 = channel(e0);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int c = kNHWC ? c0 + j : (kS % kVec == 0 ? c0 : channel(e0 + j));
-      out.v[j] = from_float<T>(apply(vals[j], c));
+      out[j] = apply(vals[j], c);
     }
     // Streaming y evicts first from L2, where x waits for its second read.
-    store_pack<T, kVec, kStream && kKeepL2>(yg + offset(e0), out);
+    store_pack<T, kVec, kStream && kKeepL2>(yg + offset(e0), pack_floats<T, kVec>(out));
   };
 
   if (active) {

@@ -26,7 +26,7 @@ struct Chunks {
 };
 
 // This thread's kIters vectors of the chunk starting at vector `first` (vectors past the group
-// stay unset).
+// are zero: 0.0 in every type).
 template <class T, int kThreads, int kVec, int kIters, int kNvec, bool kHinted>
 __forceinline__ void load_chunk(const T* __restrict__ xg, int first, unsigned long long policy,
                                 Pack<T, kVec> (&raw)[kIters]) {
@@ -39,6 +39,8 @@ __forceinline__ void load_chunk(const T* __restrict__ xg, int first, unsigned lo
       } else {
         raw[i] = load_pack<T, kVec>(xg + static_cast<long long>(vi) * kVec);
       }
+    } else {
+      raw[i] = Pack<T, kVec>{};
     }
   }
 }
@@ -68,8 +70,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kIters; ++i) {
     const bool ok = first + i * kThreads + static_cast<int>(threadIdx.x) < Ch::kNvec;
     valid += ok ? kVec : 0;
+    float f[kVec];
+    unpack_floats(raw[i], f);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) s += ok ? to_float(raw[i].v[j]) : 0.f;
+    for (int j = 0; j < kVec; ++j) s += f[j];
   }
   // A correctly rounded mean: a constant chunk then has M2 = 0 exactly (see gn_fwd).
   const float tmean = valid ? __fdiv_rn(s, static_cast<float>(valid)) : 0.f;
@@ -77,9 +81,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
     if (first + i * kThreads + static_cast<int>(threadIdx.x) < Ch::kNvec) {
+      float f[kVec];
+      unpack_floats(raw[i], f);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float d = to_float(raw[i].v[j]) - tmean;
+        const float d = f[j] - tmean;
         m2 += d * d;
       }
     }
@@ -154,17 +160,18 @@ __global__ void __launch_bounds__(kThreads)
     const int vi = first + i * kThreads + static_cast<int>(threadIdx.x);
     if (vi < Ch::kNvec) {
       const long long e0 = static_cast<long long>(vi) * kVec;
-      Pack<T, kVec> out;
+      float f[kVec], out[kVec];
+      unpack_floats(raw[i], f);
       float a, sh;
-      coef(static_cast<int>(e0 / kS), &a, &sh);
+      coef(static_cast<int>(static_cast<unsigned>(vi * kVec) / static_cast<unsigned>(kS)), &a, &sh);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         // With kS a multiple of the vector width the whole vector is one channel.
         if (kS % kVec != 0 && j > 0 && (e0 + j) % kS == 0)
           coef(static_cast<int>((e0 + j) / kS), &a, &sh);
-        out.v[j] = from_float<T>(act(to_float(raw[i].v[j]), a, sh));
+        out[j] = act(f[j], a, sh);
       }
-      store_pack<T, kVec, kKeepL2>(yg + e0, out);
+      store_pack<T, kVec, kKeepL2>(yg + e0, pack_floats<T, kVec>(out));
     }
   }
 }

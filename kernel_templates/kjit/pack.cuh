@@ -75,6 +75,49 @@ __forceinline__ Pack<T, V> load_pack_hinted(const T* p, unsigned long long polic
   return load_pack<T, V>(p);
 }
 
+// The elements of a pack as floats. bf16 widens by a shift or a mask of each 32-bit word (one
+// instruction per element, whatever the compiler makes of 16-bit lanes).
+template <class T, int V>
+__forceinline__ void unpack_floats(const Pack<T, V>& p, float (&f)[V]) {
+  if constexpr (sizeof(T) == 2 && V % 2 == 0 && is_bf16<T>::value) {
+    const unsigned* w = reinterpret_cast<const unsigned*>(&p);  // a Pack is 4-byte aligned here
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k) {
+      f[2 * k] = __uint_as_float(w[k] << 16);
+      f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) f[j] = to_float(p.v[j]);
+  }
+}
+
+// A pack from floats, rounded to nearest even. 16-bit types convert pairs with one
+// cvt.rn.{bf16x2,f16x2}.f32 (sm_80+), which also packs them: per element, half the instructions
+// of a scalar cvt and a merge.
+template <class T, int V>
+__forceinline__ Pack<T, V> pack_floats(const float (&f)[V]) {
+  Pack<T, V> p;
+#if __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) == 2 && V % 2 == 0) {
+    unsigned* w = reinterpret_cast<unsigned*>(&p);
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k) {
+      // d = {a -> upper half, b -> lower half}: element 2k is the lower (first in memory).
+      if constexpr (is_bf16<T>::value) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(f[2 * k + 1]), "f"(f[2 * k]));
+      } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(f[2 * k + 1]), "f"(f[2 * k]));
+      }
+    }
+    return p;
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < V; ++j) p.v[j] = from_float<T>(f[j]);
+  return p;
+}
+
 __forceinline__ unsigned bits_of(float v) {
   return __float_as_uint(v);
 }
@@ -90,8 +133,8 @@ template <class T, int V>
 __forceinline__ unsigned word_of(const Pack<T, V>& v, int k) {
   if constexpr (sizeof(T) == 4) {
     return bits_of(v.v[k]);
-  } else {
-    return bits_of(v.v[2 * k]) | (bits_of(v.v[2 * k + 1]) << 16);
+  } else {  // as pack_floats wrote it; a Pack of two or more 16-bit elements is 4-byte aligned
+    return reinterpret_cast<const unsigned*>(&v)[k];
   }
 }
 

@@ -53,6 +53,15 @@ __forceinline__ bfloat16 from_float<bfloat16>(float f) {
   return b;
 }
 
+template <class T>
+struct is_bf16 {
+  static constexpr bool value = false;
+};
+template <>
+struct is_bf16<bfloat16> {
+  static constexpr bool value = true;
+};
+
 // Elements per 16-byte vector access.
 template <class T>
 struct vec_width {
