@@ -29,7 +29,8 @@ namespace kjit::detail {
                                               X(cuGraphLaunch) X(cuGraphDestroy)                   \
                                                   X(cuGraphExecDestroy) X(cuEventCreate)           \
                                                       X(cuEventRecord) X(cuEventSynchronize)       \
-                                                          X(cuEventElapsedTime) X(cuEventDestroy)
+                                                          X(cuEventElapsedTime) X(cuEventDestroy) \
+                                                              X(cuGraphGetNodes)
 
 struct Driver {
 #define KJIT_DRIVER_MEMBER(name) decltype(&::name) name##_fn = nullptr;

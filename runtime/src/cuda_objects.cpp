@@ -137,6 +137,12 @@ void Graph::launch(CUstream stream) const {
   KJIT_CU(cuGraphLaunch, exec_, stream);
 }
 
+size_t Graph::nodes() const {
+  size_t n = 0;
+  KJIT_CU(cuGraphGetNodes, g_, nullptr, &n);
+  return n;
+}
+
 void synchronize(Runtime& rt) {
   ContextGuard g(rt.context());
   KJIT_CU(cuCtxSynchronize);

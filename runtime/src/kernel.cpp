@@ -22,29 +22,59 @@ std::string describe(const detail::LoadedKernel& k, const LaunchConfig& c) {
                               detail::cu_error_text(r));
 }
 
+// A zero dimension would launch nothing (grid, block) or silently no cluster (cluster); a grid
+// that is not a whole number of clusters is refused by the driver less clearly.
+void check_shape(const detail::LoadedKernel& k, const LaunchConfig& c) {
+  auto zero = [](const Dim3& d) { return d.x == 0 || d.y == 0 || d.z == 0; };
+  if (zero(c.grid) || zero(c.block) || zero(c.cluster))
+    throw Error(Errc::InvalidArgument, "launch of " + describe(k, c) +
+                                           ": grid, block and cluster dimensions must be >= 1 "
+                                           "(a cluster of (1,1,1) is no cluster)");
+  if (c.grid.x % c.cluster.x || c.grid.y % c.cluster.y || c.grid.z % c.cluster.z)
+    throw Error(Errc::InvalidArgument,
+                "launch of " + describe(k, c) + ": the grid must be a whole number of clusters");
+}
+
+// Driver answers that mean "this device cannot run that shape", as opposed to a broken context.
+bool refusal(CUresult r) {
+  return r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED ||
+         r == CUDA_ERROR_INVALID_CLUSTER_SIZE;
+}
+
 bool needs_nonportable(const LaunchConfig& c) {
   return c.cluster.x * c.cluster.y * c.cluster.z > 8;
 }
 
 // Only ever raises, under the kernel's lock; the common case (nothing to raise) takes no lock.
-void raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c, const detail::Driver& d) {
+// Returns the driver's refusal, with *what naming the step, or CUDA_SUCCESS.
+CUresult try_raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c,
+                          const detail::Driver& d, const char** what) {
   const bool smem = c.shared_bytes > k.smem_limit.load(std::memory_order_acquire);
   const bool cluster =
       needs_nonportable(c) && !k.nonportable_cluster.load(std::memory_order_acquire);
-  if (!smem && !cluster) return;
+  if (!smem && !cluster) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(k.limit_mu);
   if (c.shared_bytes > k.smem_limit.load(std::memory_order_relaxed)) {
+    *what = "raising the dynamic shared memory limit";
     CUresult r = d.cuFuncSetAttribute_fn(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          static_cast<int>(c.shared_bytes));
-    if (r != CUDA_SUCCESS) launch_failed(k, c, "raising the dynamic shared memory limit", r);
+    if (r != CUDA_SUCCESS) return r;
     k.smem_limit.store(c.shared_bytes, std::memory_order_release);
   }
   if (needs_nonportable(c) && !k.nonportable_cluster.load(std::memory_order_relaxed)) {
+    *what = "allowing a non-portable cluster size";
     CUresult r =
         d.cuFuncSetAttribute_fn(k.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-    if (r != CUDA_SUCCESS) launch_failed(k, c, "allowing a non-portable cluster size", r);
+    if (r != CUDA_SUCCESS) return r;
     k.nonportable_cluster.store(true, std::memory_order_release);
   }
+  return CUDA_SUCCESS;
+}
+
+void raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c, const detail::Driver& d) {
+  const char* what = "";
+  const CUresult r = try_raise_limits(k, c, d, &what);
+  if (r != CUDA_SUCCESS) launch_failed(k, c, what, r);
 }
 
 // The driver's form of c on `stream`; attrs (room for 2) holds its attributes.
@@ -78,6 +108,7 @@ CUlaunchConfig driver_config(const LaunchConfig& c, CUstream stream, CUlaunchAtt
 
 void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const {
   if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
+  check_shape(*k_, c);
   const detail::Driver& d = detail::driver();
   detail::ContextGuard guard(k_->ctx);
   raise_limits(*k_, c, d);
@@ -89,25 +120,32 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
 
 bool Kernel::fits(const LaunchConfig& c) const {
   if (!k_) throw Error(Errc::InvalidArgument, "fits() of an empty kjit::Kernel");
+  check_shape(*k_, c);
   const detail::Driver& d = detail::driver();
   detail::ContextGuard guard(k_->ctx);
-  try {
-    raise_limits(*k_, c, d);
-  } catch (const Error&) {
-    return false;  // e.g. more dynamic shared memory than the device gives one block
-  }
+  const char* what = "";
+  CUresult r = try_raise_limits(*k_, c, d, &what);
+  // A refusal, e.g. more dynamic shared memory than the device gives one block, is a "no"; any
+  // other error (a lost context, a sticky fault from earlier work) is not about this shape.
+  if (refusal(r)) return false;
+  if (r != CUDA_SUCCESS) launch_failed(*k_, c, what, r);
   int n = 0;
   if (c.cluster.x * c.cluster.y * c.cluster.z <= 1) {
     const unsigned threads = c.block.x * c.block.y * c.block.z;
-    return d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&n, k_->fn, static_cast<int>(threads),
-                                                            c.shared_bytes) == CUDA_SUCCESS &&
-           n > 0;
+    what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
+    r = d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&n, k_->fn, static_cast<int>(threads),
+                                                         c.shared_bytes);
+  } else {
+    LaunchConfig shape = c;
+    shape.programmatic = false;  // the occupancy query needs the cluster shape only
+    CUlaunchAttribute attr[2];
+    const CUlaunchConfig cfg = driver_config(shape, nullptr, attr);
+    what = "cuOccupancyMaxActiveClusters";
+    r = d.cuOccupancyMaxActiveClusters_fn(&n, k_->fn, &cfg);
   }
-  LaunchConfig shape = c;
-  shape.programmatic = false;  // the occupancy query needs the cluster shape only
-  CUlaunchAttribute attr[2];
-  const CUlaunchConfig cfg = driver_config(shape, nullptr, attr);
-  return d.cuOccupancyMaxActiveClusters_fn(&n, k_->fn, &cfg) == CUDA_SUCCESS && n > 0;
+  if (refusal(r)) return false;
+  if (r != CUDA_SUCCESS) launch_failed(*k_, c, what, r);
+  return n > 0;
 }
 
 CUfunction Kernel::function() const {

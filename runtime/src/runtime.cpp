@@ -153,6 +153,9 @@ Runtime::~Runtime() {
   const detail::Driver& d = detail::driver();
   {
     detail::ContextGuard guard(impl_->ctx, std::nothrow);
+    // Kernels and workspaces may still be in use by queued work: unloading a module or freeing a
+    // buffer under a running kernel is undefined. Errors (a sticky fault) change nothing here.
+    d.cuCtxSynchronize_fn();
     impl_->ops.reset();
     for (auto& kv : impl_->table)
       if (kv.second->kernel.module) d.cuModuleUnload_fn(kv.second->kernel.module);

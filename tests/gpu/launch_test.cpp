@@ -207,6 +207,39 @@ TEST_CASE("fits() says whether the device can run a launch shape") {
   CHECK_KJIT_ERROR(kjit::Kernel().fits(cfg), kjit::Errc::InvalidArgument);
 }
 
+TEST_CASE("a zero dimension or a grid of partial clusters is an InvalidArgument") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 0, false));  // y = 2x: overflows
+  kjit::DeviceBuffer y(rt, 4096);
+  y.fill_bytes(0x7F);
+  int n = 1024;
+  CUdeviceptr p = y.ptr();
+  kjit::LaunchConfig cfg;
+  cfg.grid.x = 8;
+  cfg.block.x = 128;
+  cfg.cluster.x = 0;  // used to launch without a cluster
+  CHECK_KJIT_ERROR(k(stream, cfg, p, p, n), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(k.fits(cfg), kjit::Errc::InvalidArgument);
+  cfg.cluster.x = 1;
+  cfg.block.y = 0;
+  CHECK_KJIT_ERROR(k(stream, cfg, p, p, n), kjit::Errc::InvalidArgument);
+  cfg.block.y = 1;
+  cfg.grid.z = 0;
+  CHECK_KJIT_ERROR(k(stream, cfg, p, p, n), kjit::Errc::InvalidArgument);
+  cfg.grid.z = 1;
+  cfg.cluster.x = 3;  // 8 CTAs are not a whole number of 3-CTA clusters
+  try {
+    k(stream, cfg, p, p, n);
+    FAIL("a grid of 8 in clusters of 3 launched");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::InvalidArgument);
+    CHECK(std::string(e.what()).find("cluster (3,1,1)") != std::string::npos);
+  }
+  stream.synchronize();
+  CHECK(y.to_host<unsigned>(1024)[0] == 0x7F7F7F7Fu);  // nothing ran
+}
+
 TEST_CASE("a refused launch names the kernel and the configuration") {
   auto& rt = runtime();
   kjit::Stream stream(rt);

@@ -92,6 +92,8 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   void launch(CUstream stream) const;
+  // Nodes captured (kernel launches, copies, ...): e.g. to see how many kernels an op recorded.
+  size_t nodes() const;
 
  private:
   Runtime& rt_;

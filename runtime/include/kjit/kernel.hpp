@@ -34,12 +34,14 @@ class Kernel {
   explicit Kernel(const detail::LoadedKernel* k) : k_(k) {}
 
   // params: one pointer per kernel parameter, as for cuLaunchKernel. Throws Error(Cuda) naming
-  // the kernel and the configuration when the driver refuses the launch. Capturable in graphs.
+  // the kernel and the configuration when the driver refuses the launch, InvalidArgument for a
+  // zero dimension or a grid that is not a whole number of clusters. Capturable in graphs.
   void launch(CUstream stream, const LaunchConfig& cfg, void** params) const;
 
   // Whether the device can run at least one CTA (with clusters: one cluster) of cfg at a time.
   // Raises the function's limits cfg needs, as launch() would; false when the driver refuses
-  // them (e.g. more shared memory than a block may have) or the occupancy query fails.
+  // them (e.g. more shared memory than a block may have) or calls the shape invalid. Other
+  // driver errors throw Error(Cuda); bad dimensions throw InvalidArgument, as for launch().
   bool fits(const LaunchConfig& cfg) const;
 
   template <class... Args>
