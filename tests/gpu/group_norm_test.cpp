@@ -268,6 +268,20 @@ TEST_CASE("group_norm: a fresh thread on the per-thread default stream") {
   check_result(cs, r.get());
 }
 
+// A split plan on the per-thread stream of a fresh thread: its workspace is the thread's own
+// (StreamWorkspaces keys CU_STREAM_PER_THREAD by thread), allocated on the first call.
+TEST_CASE("group_norm: a split plan from fresh threads on the per-thread default stream") {
+  if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
+  Case cs = named({1, 64, 256, 256}, 16, DType::BF16);
+  REQUIRE(kjit::ops::group_norm_heuristic(cs.p, runtime().props().cc()).split);
+  std::vector<std::future<Result>> runs;
+  for (int i = 0; i < 3; ++i)
+    runs.push_back(std::async(std::launch::async, [&, i] {
+      return run_case(cs, CU_STREAM_PER_THREAD, kjit_test::seed() + static_cast<uint64_t>(i));
+    }));
+  for (auto& r : runs) check_result(cs, r.get());
+}
+
 // A constant group normalizes to exactly 0: y = act(bias). Folding the mean into the shift
 // (x * a + (b - mean * a), as PyTorch's CUDA affine path does) would round that shift by up to
 // 2^-24 * |mean| * rstd, ~0.2 before the activation for a group of 12288 and eps = 1e-5: far
@@ -419,10 +433,11 @@ TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's
     const auto err = kjit::host::compare(y, ref, 1e-2, 1e-2);
     CHECK(err.nonfinite == 0);
     CHECK(err.rel_l2 <= 1e-2);
+    return g.nodes();  // kernels recorded: 1 for the fallback, 2 for the split pair
   };
-  captured_run();  // the fallback
+  CHECK(captured_run() == 1);  // the fallback
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) > 0);
-  captured_run();  // the split kernels
+  CHECK(captured_run() == 2);  // the split kernels
   const GroupNormProblem small = GroupNormProblem::from_shape({8, 256, 24, 24}, 32, DType::F32);
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, small, {}, stream) == 0);
 }
@@ -500,4 +515,22 @@ TEST_CASE("group_norm: autotune picks a candidate and reuses it from the cache")
   cs.p = p;
   cs.autotune = true;
   check_result(cs, run_case(cs, stream, kjit_test::seed()));
+}
+
+// Autotuning a problem with split candidates times them with partials in a workspace set of its
+// own; whichever config wins must then run on the caller's stream (split: with a fresh workspace).
+TEST_CASE("group_norm: autotune over a split-eligible problem") {
+  auto& rt = runtime();
+  if (rt.props().cc() < 90) return;
+  Case cs = named({1, 16, 256, 256}, 4, DType::F32);
+  auto cands = kjit::ops::group_norm_candidates(cs.p, rt.props().cc());
+  REQUIRE(std::any_of(cands.begin(), cands.end(), [](const auto& k) { return k.split; }));
+  kjit::ops::GroupNormOptions o;
+  o.autotune = true;
+  const auto c = kjit::ops::prepare_group_norm(rt, cs.p, o);
+  MESSAGE("autotuned " << cs.p.describe() << ": " << c.describe() << " (of " << cands.size()
+                       << ")");
+  kjit::Stream stream(rt);
+  cs.autotune = true;
+  check_result(cs, run_case(cs, stream, kjit_test::seed() + 7));
 }

@@ -132,13 +132,16 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
 
 namespace {
 
-// A split plan also loads the best one-kernel config this device can schedule: the first
-// non-split candidate is group_norm_capture_fallback, which kjit-precompile compiles with it.
+// A split plan also loads a one-kernel config: group_norm_capture_fallback, which
+// kjit-precompile compiles next to the split pair, else (a device that cannot schedule it) the
+// first other non-split candidate that loads and fits.
 std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,
                                       std::unique_ptr<GnPlan> plan, CUstream stream) {
   if (!plan->config.split) return plan;
-  for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
-    if (c.split) continue;
+  std::vector<GroupNormConfig> order{group_norm_capture_fallback(p, rt.props().cc(), aligned)};
+  for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned))
+    if (!c.split && c.describe() != order[0].describe()) order.push_back(c);
+  for (const GroupNormConfig& c : order) {
     try {
       plan->fallback = build_plan(rt, p, c, stream);
     } catch (const Error& e) {
