@@ -84,8 +84,15 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
             plan->gemm.algo = algo;
             plan->gemm.workspace = ws;
             plan->gemm.source = "cache";
-            build_kernel(rt, p, c, nullptr, plan);
-            return;
+            // A stored kernel that no longer builds here (a changed template, a device with less
+            // shared memory) is tuned afresh below, like a stored algorithm cuBLASLt refuses.
+            try {
+              build_kernel(rt, p, c, nullptr, plan);
+              return;
+            } catch (const Error& e) {
+              if (e.code() == Errc::InvalidArgument) throw;
+            }
+            break;
           }
       }
     }
