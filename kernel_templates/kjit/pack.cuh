@@ -110,11 +110,12 @@ __forceinline__ Pack<T, V> pack_floats(const float (&f)[V]) {
         asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(f[2 * k + 1]), "f"(f[2 * k]));
       }
     }
-    return p;
-  }
+  } else  // the scalar loop below; an unreachable loop after a return draws an NVRTC warning
 #endif
+  {
 #pragma unroll
-  for (int j = 0; j < V; ++j) p.v[j] = from_float<T>(f[j]);
+    for (int j = 0; j < V; ++j) p.v[j] = from_float<T>(f[j]);
+  }
   return p;
 }
 

@@ -38,7 +38,7 @@ struct Result {
 
 // `stream` may be CU_STREAM_PER_THREAD, which no kjit::Stream synchronizes: then the whole
 // context is waited for.
-Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
+Result run_case(const Case& cs, CUstream stream, uint64_t seed, kjit::Runtime& rt = runtime()) {
   const GroupNormProblem& p = cs.p;
   using kjit::host::random_normal;
   const size_t n = static_cast<size_t>(p.N * p.C * p.S), esz = kjit::dtype_size(p.dtype);
@@ -46,7 +46,6 @@ Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
   auto x = random_normal(p.dtype, n, 3.f, 2.f, seed);
   auto w = random_normal(p.param_dtype, static_cast<size_t>(p.C), 0.5f, 1.f, seed ^ 0x5bd1e995);
   auto b = random_normal(p.param_dtype, static_cast<size_t>(p.C), -0.25f, 1.f, seed ^ 0x27d4eb2f);
-  auto& rt = runtime();
   const size_t off = cs.offset ? esz : 0;
   kjit::DeviceBuffer dx(rt, n * esz + 16), dy(rt, n * esz + 16);
   kjit::DeviceBuffer dw(rt, static_cast<size_t>(p.C) * 4 + 16),
@@ -273,7 +272,7 @@ TEST_CASE("group_norm: a fresh thread on the per-thread default stream") {
 TEST_CASE("group_norm: a split plan from fresh threads on the per-thread default stream") {
   if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
   Case cs = named({1, 64, 256, 256}, 16, DType::BF16);
-  REQUIRE(kjit::ops::group_norm_heuristic(cs.p, runtime().props().cc()).split);
+  REQUIRE(kjit::ops::prepare_group_norm(runtime(), cs.p).split);  // the plan, not just the choice
   std::vector<std::future<Result>> runs;
   for (int i = 0; i < 3; ++i)
     runs.push_back(std::async(std::launch::async, [&, i] {
@@ -519,9 +518,14 @@ TEST_CASE("group_norm: autotune picks a candidate and reuses it from the cache")
 
 // Autotuning a problem with split candidates times them with partials in a workspace set of its
 // own; whichever config wins must then run on the caller's stream (split: with a fresh workspace).
+// A runtime of its own with the disk cache off, so that no stored choice skips the timing.
 TEST_CASE("group_norm: autotune over a split-eligible problem") {
-  auto& rt = runtime();
-  if (rt.props().cc() < 90) return;
+  if (runtime().props().cc() < 90) return;
+  kjit_test::TempDir dir;
+  kjit::RuntimeOptions ro;
+  ro.cache.mode = kjit::cache::Mode::Off;
+  ro.cache.dir = dir.path;
+  kjit::Runtime rt(ro);
   Case cs = named({1, 16, 256, 256}, 4, DType::F32);
   auto cands = kjit::ops::group_norm_candidates(cs.p, rt.props().cc());
   REQUIRE(std::any_of(cands.begin(), cands.end(), [](const auto& k) { return k.split; }));
@@ -532,5 +536,5 @@ TEST_CASE("group_norm: autotune over a split-eligible problem") {
                        << ")");
   kjit::Stream stream(rt);
   cs.autotune = true;
-  check_result(cs, run_case(cs, stream, kjit_test::seed() + 7));
+  check_result(cs, run_case(cs, stream, kjit_test::seed() + 7, rt));
 }
