@@ -186,14 +186,14 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
 OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   using namespace kjit::ops;
   Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups", "bias_add"});
-  const std::string bias_add = lower(f.string("bias_add", "auto"));
-  if (bias_add != "auto" && bias_add != "epilogue" && bias_add != "kernel")
-    throw EntryError("bias_add", "'" + bias_add + "' is not auto, epilogue or kernel");
-  // The kernel variants a call compiles: without the bias (epilogue; auto's default), with it
-  // (kernel), both when autotuning under auto.
-  std::vector<bool> adds_bias;
-  if (bias_add != "kernel") adds_bias.push_back(false);
-  if (bias_add == "kernel" || (bias_add == "auto" && ctx.all_candidates)) adds_bias.push_back(true);
+  LinearBiasAdd bias_add;
+  try {
+    bias_add = parse_bias_add(lower(f.string("bias_add", "auto")));
+  } catch (const Error& e) {
+    throw EntryError("bias_add", e.what());
+  }
+  // The kernel variants a call compiles (with --all-candidates, those autotuning times).
+  const std::vector<bool> adds_bias = linear_gn_min_kernel_adds_bias(bias_add, ctx.all_candidates);
   const DType dtype = dtype_field(f, "dtype", "f32");
   if (dtype != DType::F32 && dtype != DType::BF16)
     throw EntryError("dtype", std::string("'") + dtype_name(dtype) +

@@ -104,6 +104,25 @@ TEST_CASE("linear_gn_min validation names the bad value and the rule") {
       contains(message_of([] { validate(problem(8, 16, 100, 7)); }), "(M=8 K=16 N=100 G=7 fp32)"));
 }
 
+// Who adds the Linear's bias: the runtime's plans, its autotuning and kjit-precompile's manifest
+// all take their kernel variants from linear_gn_min_kernel_adds_bias.
+TEST_CASE("linear_gn_min bias_add names and the kernel variants each mode builds") {
+  using kjit::ops::LinearBiasAdd;
+  for (LinearBiasAdd b : {LinearBiasAdd::Auto, LinearBiasAdd::Epilogue, LinearBiasAdd::Kernel})
+    CHECK(kjit::ops::parse_bias_add(kjit::ops::bias_add_name(b)) == b);
+  CHECK(std::string(kjit::ops::bias_add_name(LinearBiasAdd::Epilogue)) == "epilogue");
+  CHECK_THROWS_WITH_AS(kjit::ops::parse_bias_add("later"),
+                       doctest::Contains("bias_add 'later' must be auto, epilogue or kernel"),
+                       kjit::Error);
+  using V = std::vector<bool>;
+  auto adds = kjit::ops::linear_gn_min_kernel_adds_bias;
+  CHECK(adds(LinearBiasAdd::Auto, false) == V{false});  // the epilogue, untuned
+  CHECK(adds(LinearBiasAdd::Auto, true) == V{false, true});
+  CHECK(adds(LinearBiasAdd::Epilogue, true) == V{false});
+  CHECK(adds(LinearBiasAdd::Kernel, false) == V{true});
+  CHECK(adds(LinearBiasAdd::Kernel, true) == V{true});
+}
+
 TEST_CASE("linear_gn_min names, output shape and workspace size") {
   CHECK(std::string(kjit::ops::precision_name(Precision::Fp32)) == "fp32");
   CHECK(std::string(kjit::ops::precision_name(Precision::Tf32)) == "tf32");

@@ -210,8 +210,8 @@ bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g) {
   init_gemm(p, g);
-  // Auto keeps the epilogue: without it, cuBLASLt's algorithms measured no faster (docs/OPS.md).
-  g->bias_epilogue = key.bias_add != static_cast<int64_t>(LinearBiasAdd::Kernel);
+  g->bias_epilogue =
+      !linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), false).front();
   const auto best = gemm_candidates(rt, st, key, *g, 1);
   g->algo = best[0].algo;
   g->workspace = best[0].workspaceSize;

@@ -124,10 +124,9 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   float best_ms = INFINITY, best_score = INFINITY, first_ms[2] = {INFINITY, INFINITY};
   cublasLtMatmulHeuristicResult_t best{};
   bool best_epilogue = true, found = false;
-  for (bool epilogue : {true, false}) {
-    if (key.bias_add != static_cast<int64_t>(LinearBiasAdd::Auto) &&
-        epilogue != (key.bias_add == static_cast<int64_t>(LinearBiasAdd::Epilogue)))
-      continue;  // the caller fixed who adds the bias
+  for (bool kernel_adds :
+       linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), true)) {
+    const bool epilogue = !kernel_adds;
     plan->gemm.bias_epilogue = epilogue;
     std::vector<cublasLtMatmulHeuristicResult_t> algos;
     try {

@@ -117,6 +117,38 @@ Precision parse_precision(const std::string& s) {
   throw Error(Errc::InvalidArgument, "precision '" + s + "' must be fp32, tf32 or bf16-inputs");
 }
 
+const char* bias_add_name(LinearBiasAdd b) {
+  switch (b) {
+    case LinearBiasAdd::Auto:
+      return "auto";
+    case LinearBiasAdd::Epilogue:
+      return "epilogue";
+    case LinearBiasAdd::Kernel:
+      return "kernel";
+  }
+  return "?";
+}
+
+LinearBiasAdd parse_bias_add(const std::string& s) {
+  for (LinearBiasAdd b : {LinearBiasAdd::Auto, LinearBiasAdd::Epilogue, LinearBiasAdd::Kernel})
+    if (s == bias_add_name(b)) return b;
+  throw Error(Errc::InvalidArgument, "bias_add '" + s + "' must be auto, epilogue or kernel");
+}
+
+std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune) {
+  switch (b) {
+    case LinearBiasAdd::Epilogue:
+      return {false};
+    case LinearBiasAdd::Kernel:
+      return {true};
+    case LinearBiasAdd::Auto:
+      break;
+  }
+  // Without autotuning, Auto keeps the epilogue: without it cuBLASLt's algorithms measured no
+  // faster (docs/OPS.md).
+  return autotune ? std::vector<bool>{false, true} : std::vector<bool>{false};
+}
+
 std::string LinearGnMinProblem::describe() const {
   return "M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
          " G=" + std::to_string(G) + " " + precision_name(precision);

@@ -74,6 +74,13 @@ struct GnMinConfig {
 // Who adds the Linear's bias: cuBLASLt's bias epilogue, or the fused kernel as it reads Y (the
 // GEMM then runs without an epilogue). Auto: the plan's choice (autotuning times both).
 enum class LinearBiasAdd { Auto, Epilogue, Kernel };
+const char* bias_add_name(LinearBiasAdd b);  // "auto", "epilogue", "kernel"
+// The inverse of bias_add_name; throws InvalidArgument naming the text for anything else.
+LinearBiasAdd parse_bias_add(const std::string& s);
+// Whether the fused kernel adds linear_bias (GnMinConfig::linear_bias), for each variant a call
+// with this mode may build, in the order autotuning times them: one without autotuning (Auto
+// keeps cuBLASLt's epilogue), both when autotuning under Auto. kjit-precompile compiles these.
+std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune);
 
 struct LinearGnMinOptions {
   float eps = 1e-5f;  // GroupNorm eps (finite, >= 0)
