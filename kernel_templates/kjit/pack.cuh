@@ -157,6 +157,9 @@ __forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
     asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(word_of(v, 0)), "r"(word_of(v, 1))
                  : "memory");
   } else {
+    // One element (kjit's vector widths are 16 bytes or one element): a pack of two 16-bit
+    // elements would need a 4-byte store, which this does not provide.
+    static_assert(V == 1, "store_pack: 16-, 8-byte or single-element packs only");
     *p = v.v[0];
   }
 }
