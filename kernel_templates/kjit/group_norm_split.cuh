@@ -45,42 +45,26 @@ __forceinline__ void load_chunk(const T* __restrict__ xg, int first, unsigned lo
   }
 }
 
-}  // namespace gn_split
-
-// x: [N*G groups][kL]; part: [N*G][chunks] of (mean, M2) per chunk.
-template <class T, long long kL, int kThreads, int kVec, int kIters, bool kKeepL2>
-__global__ void __launch_bounds__(kThreads)
-    gn_partials(const T* __restrict__ x, float2* __restrict__ part) {
-  using Ch = gn_split::Chunks<kL, kThreads, kVec, kIters>;
-  __shared__ float red[96];
-  pdl_wait();  // x may come from the kernel before (programmatic launch)
-  // gn_apply's CTAs may be scheduled now, to wait in place for these partials: its launch
-  // latency then overlaps this kernel.
-  pdl_launch_dependents();
-  const long long group = blockIdx.x / Ch::kCount;
-  const int first = static_cast<int>(blockIdx.x % Ch::kCount) * Ch::kChunk;
-  const T* __restrict__ xg = x + group * kL;
-  Pack<T, kVec> raw[kIters];
-  gn_split::load_chunk<T, kThreads, kVec, kIters, Ch::kNvec, kKeepL2>(
-      xg, first, kKeepL2 ? l2_policy(L2Hint::kKeep) : 0ull, raw);
-
+// The statistics of a chunk this CTA holds in raw (every thread gets them). A correctly rounded
+// per-thread mean: a constant chunk then has M2 = 0 exactly (see gn_fwd).
+template <class T, int kThreads, int kVec, int kIters, int kNvec>
+__forceinline__ gn::Stat chunk_stat(const Pack<T, kVec> (&raw)[kIters], int first, float* red) {
   float s = 0.f;
   int valid = 0;
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
-    const bool ok = first + i * kThreads + static_cast<int>(threadIdx.x) < Ch::kNvec;
+    const bool ok = first + i * kThreads + static_cast<int>(threadIdx.x) < kNvec;
     valid += ok ? kVec : 0;
     float f[kVec];
     unpack_floats(raw[i], f);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) s += f[j];
   }
-  // A correctly rounded mean: a constant chunk then has M2 = 0 exactly (see gn_fwd).
   const float tmean = valid ? __fdiv_rn(s, static_cast<float>(valid)) : 0.f;
   float m2 = 0.f;
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
-    if (first + i * kThreads + static_cast<int>(threadIdx.x) < Ch::kNvec) {
+    if (first + i * kThreads + static_cast<int>(threadIdx.x) < kNvec) {
       float f[kVec];
       unpack_floats(raw[i], f);
 #pragma unroll
@@ -90,39 +74,21 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  const gn::Stat st =
-      gn::team_merge<kThreads, kThreads>(gn::Stat{static_cast<float>(valid), tmean, m2}, red);
-  if (threadIdx.x == 0) part[blockIdx.x] = make_float2(st.mean, st.m2);
+  return gn::team_merge<kThreads, kThreads>(gn::Stat{static_cast<float>(valid), tmean, m2}, red);
 }
 
-// x, y: [N, C, kS] (y may be x); part: gn_partials' output; w, b: [C] or null.
+// Merges the group's partials pg (one (mean, M2) per chunk) and writes y for the chunk this CTA
+// holds in raw. Every warp merges them itself: the same inputs in the same lanes give every warp
+// of every CTA of the group the same bits, with no barrier. The partials are rewritten by every
+// call: read from L2 (ld.global.cg), never from a read-only or L1 copy, and in asm volatile, so
+// no load moves above the caller's wait.
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
-          bool kHasB, bool kSilu, bool kKeepL2>
-__global__ void __launch_bounds__(kThreads)
-    gn_apply(const T* __restrict__ x, T* __restrict__ y, const float2* part,
-             const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
+          bool kHasB, bool kSilu, bool kEvictFirst>
+__forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, const float2* pg,
+                                 T* __restrict__ yg, const P* __restrict__ w,
+                                 const P* __restrict__ b, float eps, int g) {
   constexpr long long kL = kCg * kS;
-  using Ch = gn_split::Chunks<kL, kThreads, kVec, kIters>;
-  const long long group = blockIdx.x / Ch::kCount;
-  const int first = static_cast<int>(blockIdx.x % Ch::kCount) * Ch::kChunk;
-  const int g = static_cast<int>(group % G);
-  const T* __restrict__ xg = x + group * kL;
-  T* __restrict__ yg = y + group * kL;
-
-  // Nothing is read before the wait. Reading x before it (it was complete before gn_partials
-  // triggered) was 0.2-0.7 us faster on the H200, but gave wrong results now and then: the
-  // programmatic-launch contract makes no promise about reads before the wait, and an SM's L1 may
-  // still hold lines of an earlier buffer at the same address.
-  pdl_wait();  // the partials; x; y, which the kernel before the pair may still read
-  Pack<T, kVec> raw[kIters];
-  gn_split::load_chunk<T, kThreads, kVec, kIters, Ch::kNvec, kKeepL2>(
-      xg, first, kKeepL2 ? l2_policy(L2Hint::kDrop) : 0ull, raw);
-
-  // Every warp merges the group's partials itself: the same inputs in the same lanes give every
-  // warp of every CTA of the group the same bits, with no barrier. The workspace is rewritten by
-  // every call: read from L2 (ld.global.cg), never from a read-only or L1 copy, and in asm
-  // volatile, so no load moves above the wait.
-  const float2* pg = part + group * Ch::kCount;
+  using Ch = Chunks<kL, kThreads, kVec, kIters>;
   gn::Stat st{0.f, 0.f, 0.f};
   for (int k = static_cast<int>(threadIdx.x & 31); k < Ch::kCount; k += 32) {
     float2 m;
@@ -171,9 +137,55 @@ __global__ void __launch_bounds__(kThreads)
           coef(static_cast<int>((e0 + j) / kS), &a, &sh);
         out[j] = act(f[j], a, sh);
       }
-      store_pack<T, kVec, kKeepL2>(yg + e0, pack_floats<T, kVec>(out));
+      store_pack<T, kVec, kEvictFirst>(yg + e0, pack_floats<T, kVec>(out));
     }
   }
+}
+
+}  // namespace gn_split
+
+// x: [N*G groups][kL]; part: [N*G][chunks] of (mean, M2) per chunk.
+template <class T, long long kL, int kThreads, int kVec, int kIters, bool kKeepL2>
+__global__ void __launch_bounds__(kThreads)
+    gn_partials(const T* __restrict__ x, float2* __restrict__ part) {
+  using Ch = gn_split::Chunks<kL, kThreads, kVec, kIters>;
+  __shared__ float red[96];
+  pdl_wait();  // x may come from the kernel before (programmatic launch)
+  // gn_apply's CTAs may be scheduled now, to wait in place for these partials: its launch
+  // latency then overlaps this kernel.
+  pdl_launch_dependents();
+  const long long group = blockIdx.x / Ch::kCount;
+  const int first = static_cast<int>(blockIdx.x % Ch::kCount) * Ch::kChunk;
+  const T* __restrict__ xg = x + group * kL;
+  Pack<T, kVec> raw[kIters];
+  gn_split::load_chunk<T, kThreads, kVec, kIters, Ch::kNvec, kKeepL2>(
+      xg, first, kKeepL2 ? l2_policy(L2Hint::kKeep) : 0ull, raw);
+  const gn::Stat st = gn_split::chunk_stat<T, kThreads, kVec, kIters, Ch::kNvec>(raw, first, red);
+  if (threadIdx.x == 0) part[blockIdx.x] = make_float2(st.mean, st.m2);
+}
+
+// x, y: [N, C, kS] (y may be x); part: gn_partials' output; w, b: [C] or null.
+template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
+          bool kHasB, bool kSilu, bool kKeepL2>
+__global__ void __launch_bounds__(kThreads)
+    gn_apply(const T* __restrict__ x, T* __restrict__ y, const float2* part,
+             const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
+  constexpr long long kL = kCg * kS;
+  using Ch = gn_split::Chunks<kL, kThreads, kVec, kIters>;
+  const long long group = blockIdx.x / Ch::kCount;
+  const int first = static_cast<int>(blockIdx.x % Ch::kCount) * Ch::kChunk;
+  const int g = static_cast<int>(group % G);
+
+  // Nothing is read before the wait. Reading x before it (it was complete before gn_partials
+  // triggered) was 0.2-0.7 us faster on the H200, but gave wrong results now and then: the
+  // programmatic-launch contract makes no promise about reads before the wait, and an SM's L1 may
+  // still hold lines of an earlier buffer at the same address.
+  pdl_wait();  // the partials; x; y, which the kernel before the pair may still read
+  Pack<T, kVec> raw[kIters];
+  gn_split::load_chunk<T, kThreads, kVec, kIters, Ch::kNvec, kKeepL2>(
+      x + group * kL, first, kKeepL2 ? l2_policy(L2Hint::kDrop) : 0ull, raw);
+  gn_split::apply_chunk<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, kSilu, kKeepL2>(
+      raw, first, part + group * Ch::kCount, y + group * kL, w, b, eps, g);
 }
 
 }  // namespace kjit
