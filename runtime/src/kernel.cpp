@@ -1,5 +1,7 @@
 #include "kjit/kernel.hpp"
 
+#include <cstdint>
+
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "loaded_kernel.hpp"
@@ -13,7 +15,7 @@ std::string describe(const detail::LoadedKernel& k, const LaunchConfig& c) {
   };
   return k.instantiation + " grid " + d3(c.grid) + " block " + d3(c.block) + " cluster " +
          d3(c.cluster) + " shared " + std::to_string(c.shared_bytes) + " B" +
-         (c.programmatic ? " programmatic" : "");
+         (c.programmatic ? " programmatic" : "") + (c.cooperative ? " cooperative" : "");
 }
 
 [[noreturn]] void launch_failed(const detail::LoadedKernel& k, const LaunchConfig& c,
@@ -33,6 +35,9 @@ void check_shape(const detail::LoadedKernel& k, const LaunchConfig& c) {
   if (c.grid.x % c.cluster.x || c.grid.y % c.cluster.y || c.grid.z % c.cluster.z)
     throw Error(Errc::InvalidArgument,
                 "launch of " + describe(k, c) + ": the grid must be a whole number of clusters");
+  if (c.cooperative && c.cluster.x * c.cluster.y * c.cluster.z > 1)
+    throw Error(Errc::InvalidArgument, "launch of " + describe(k, c) +
+                                           ": kjit launches cooperative grids without clusters");
 }
 
 // Driver answers that mean "this device cannot run that shape", as opposed to a broken context.
@@ -77,7 +82,7 @@ void raise_limits(const detail::LoadedKernel& k, const LaunchConfig& c, const de
   if (r != CUDA_SUCCESS) launch_failed(k, c, what, r);
 }
 
-// The driver's form of c on `stream`; attrs (room for 2) holds its attributes.
+// The driver's form of c on `stream`; attrs (room for 3) holds its attributes.
 CUlaunchConfig driver_config(const LaunchConfig& c, CUstream stream, CUlaunchAttribute* attr) {
   CUlaunchConfig cfg{};
   cfg.gridDimX = c.grid.x;
@@ -100,6 +105,11 @@ CUlaunchConfig driver_config(const LaunchConfig& c, CUstream stream, CUlaunchAtt
     attr[cfg.numAttrs].value.programmaticStreamSerializationAllowed = 1;
     ++cfg.numAttrs;
   }
+  if (c.cooperative) {
+    attr[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr[cfg.numAttrs].value.cooperative = 1;
+    ++cfg.numAttrs;
+  }
   if (cfg.numAttrs > 0) cfg.attrs = attr;
   return cfg;
 }
@@ -112,7 +122,7 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
   const detail::Driver& d = detail::driver();
   detail::ContextGuard guard(k_->ctx);
   raise_limits(*k_, c, d);
-  CUlaunchAttribute attr[2];
+  CUlaunchAttribute attr[3];
   const CUlaunchConfig cfg = driver_config(c, stream, attr);
   CUresult r = d.cuLaunchKernelEx_fn(&cfg, k_->fn, params, nullptr);
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
@@ -138,14 +148,17 @@ bool Kernel::fits(const LaunchConfig& c) const {
   } else {
     LaunchConfig shape = c;
     shape.programmatic = false;  // the occupancy query needs the cluster shape only
-    CUlaunchAttribute attr[2];
+    CUlaunchAttribute attr[3];
     const CUlaunchConfig cfg = driver_config(shape, nullptr, attr);
     what = "cuOccupancyMaxActiveClusters";
     r = d.cuOccupancyMaxActiveClusters_fn(&n, k_->fn, &cfg);
   }
   if (refusal(r)) return false;
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, what, r);
-  return n > 0;
+  if (!c.cooperative) return n > 0;
+  // The whole grid at once: n CTAs on every SM of the context's device.
+  return uint64_t{c.grid.x} * c.grid.y * c.grid.z <=
+         static_cast<uint64_t>(n) * static_cast<unsigned>(k_->sm_count);
 }
 
 CUfunction Kernel::function() const {

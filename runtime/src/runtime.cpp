@@ -95,6 +95,7 @@ void Runtime::Impl::load(Slot& s, const Spec& spec) {
   const detail::Driver& d = detail::driver();
   detail::LoadedKernel& k = s.kernel;
   k.ctx = ctx;
+  k.sm_count = props.sm_count;
   k.instantiation = ck.instantiation;
   k.lowered_name = ck.lowered_name;
   CUresult r = d.cuModuleLoadData_fn(&k.module, ck.binary.data());

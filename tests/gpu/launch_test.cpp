@@ -204,6 +204,14 @@ TEST_CASE("fits() says whether the device can run a launch shape") {
     cfg.grid.x = 8;
     CHECK(k.fits(cfg));
   }
+  // Cooperative: the whole grid must be resident at once.
+  cfg.cluster.x = 1;
+  cfg.block.x = 256;
+  cfg.cooperative = true;
+  cfg.grid.x = static_cast<unsigned>(rt.props().sm_count);
+  CHECK(k.fits(cfg));
+  cfg.grid.x = static_cast<unsigned>(rt.props().sm_count) * 9;  // 2304 threads on an SM: > 2048
+  CHECK_FALSE(k.fits(cfg));
   CHECK_KJIT_ERROR(kjit::Kernel().fits(cfg), kjit::Errc::InvalidArgument);
 }
 
@@ -236,6 +244,10 @@ TEST_CASE("a zero dimension or a grid of partial clusters is an InvalidArgument"
     CHECK(e.code() == kjit::Errc::InvalidArgument);
     CHECK(std::string(e.what()).find("cluster (3,1,1)") != std::string::npos);
   }
+  cfg.cluster.x = 2;
+  cfg.cooperative = true;  // kjit's cooperative grids have no clusters
+  CHECK_KJIT_ERROR(k(stream, cfg, p, p, n), kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(k.fits(cfg), kjit::Errc::InvalidArgument);
   stream.synchronize();
   CHECK(y.to_host<unsigned>(1024)[0] == 0x7F7F7F7Fu);  // nothing ran
 }

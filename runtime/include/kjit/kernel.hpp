@@ -22,6 +22,9 @@ struct LaunchConfig {
   // kernel finishes. Only for kernels that execute griddepcontrol.wait (kjit/pdl.cuh) before
   // touching memory earlier work uses.
   bool programmatic = false;
+  // Cooperative launch: every CTA of the grid is resident at once, so CTAs may wait for each
+  // other (kjit/group_barrier.cuh). The driver refuses a grid the device cannot hold; no clusters.
+  bool cooperative = false;
 };
 
 namespace detail {
@@ -35,10 +38,12 @@ class Kernel {
 
   // params: one pointer per kernel parameter, as for cuLaunchKernel. Throws Error(Cuda) naming
   // the kernel and the configuration when the driver refuses the launch, InvalidArgument for a
-  // zero dimension or a grid that is not a whole number of clusters. Capturable in graphs.
+  // zero dimension, a grid that is not a whole number of clusters, or a cooperative cluster.
+  // Capturable in graphs.
   void launch(CUstream stream, const LaunchConfig& cfg, void** params) const;
 
-  // Whether the device can run at least one CTA (with clusters: one cluster) of cfg at a time.
+  // Whether the device can run at least one CTA (with clusters: one cluster) of cfg at a time;
+  // for a cooperative cfg, the whole grid at once.
   // Raises the function's limits cfg needs, as launch() would; false when the driver refuses
   // them (e.g. more shared memory than a block may have) or calls the shape invalid. Other
   // driver errors throw Error(Cuda); bad dimensions throw InvalidArgument, as for launch().
