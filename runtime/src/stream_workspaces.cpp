@@ -48,11 +48,22 @@ CUdeviceptr StreamWorkspaces::get(Runtime& rt, CUstream stream, size_t bytes, co
   Buf& b = by_stream_[key_of(stream)];
   if (b.bytes >= bytes) return b.ptr;
   ContextGuard guard(rt.context());
+  bytes = (bytes + 3) / 4 * 4;  // whole 32-bit words, for the memset
   CUdeviceptr p = 0;
-  const CUresult r = driver().cuMemAlloc_fn(&p, bytes);
+  CUresult r = driver().cuMemAlloc_fn(&p, bytes);
   if (r != CUDA_SUCCESS)
     throw Error(Errc::Cuda, std::string(op) + ": cuMemAlloc of its " + std::to_string(bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
+  if (zeroed_) {
+    // Zero before any stream may use it: a graph captured on `stream` may be replayed on another.
+    r = driver().cuMemsetD32Async_fn(p, 0, bytes / 4, stream);
+    if (r == CUDA_SUCCESS) r = driver().cuStreamSynchronize_fn(stream);
+    if (r != CUDA_SUCCESS) {
+      driver().cuMemFree_fn(p);
+      throw Error(Errc::Cuda, std::string(op) + ": zeroing its " + std::to_string(bytes) +
+                                  "-byte workspace failed: " + cu_error_text(r));
+    }
+  }
   if (b.ptr) retired_.push_back(b.ptr);
   b.ptr = p;
   b.bytes = bytes;

@@ -17,7 +17,9 @@ namespace detail {
 
 class StreamWorkspaces {
  public:
-  StreamWorkspaces() = default;
+  // zeroed: every buffer is filled with zero bytes when allocated (on its stream, which get()
+  // then waits for), before any work on any stream can use it (GroupNorm's barrier words).
+  explicit StreamWorkspaces(bool zeroed = false) : zeroed_(zeroed) {}
   ~StreamWorkspaces();  // frees the buffers: the owner makes their context current first
   StreamWorkspaces(const StreamWorkspaces&) = delete;
   StreamWorkspaces& operator=(const StreamWorkspaces&) = delete;
@@ -35,6 +37,7 @@ class StreamWorkspaces {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
   };
+  const bool zeroed_;
   mutable std::shared_mutex mu_;
   // By handle: a destroyed stream's handle can come back for a new stream (cuStreamGetId would
   // tell them apart, but it fails while a stream is capturing). The driver frees a stream only
