@@ -12,8 +12,8 @@ struct Runtime::OpState {
   explicit OpState(Runtime& rt) : rt(rt) {}
   Runtime& rt;
   ops::detail::GnPlanTable group_norm;
-  kjit::detail::StreamWorkspaces group_norm_partials;  // split GroupNorm's, per stream
-  ops::detail::LgmState linear_gn_min;  // cuBLASLt handle, plans, per-stream workspaces
+  ops::detail::GnWorkspaces group_norm_ws;  // split GroupNorm's, per stream
+  ops::detail::LgmState linear_gn_min;      // cuBLASLt handle, plans, per-stream workspaces
 };
 
 }  // namespace kjit

@@ -123,10 +123,32 @@ TEST_CASE("the heuristic covers every regime the issue names") {
       GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32);
   GroupNormConfig split = kjit::ops::group_norm_heuristic(fewer, 90);
   CHECK(split.split);
+  CHECK_FALSE(split.coop);
   CHECK(split.cluster == 1);
+  CHECK(split.threads * split.iters == 2048);  // 32 KB chunks
   GroupNormConfig split_fallback = kjit::ops::group_norm_capture_fallback(fewer, 90);
   CHECK_FALSE(split_fallback.split);
   CHECK(split_fallback.cluster == 16);
+  // 16-bit: 32 KB chunks (4096 vectors) while they give every SM one, else 16 KB.
+  auto heur = [](std::vector<int64_t> shape, int64_t g, kjit::DType t) {
+    return kjit::ops::group_norm_heuristic(GroupNormProblem::from_shape(shape, g, t), 90);
+  };
+  const GroupNormConfig b16 = heur({1, 64, 256, 256}, 16, kjit::DType::BF16);  // 256 chunks
+  CHECK((b16.split && !b16.coop && b16.threads == 256 && b16.iters == 8));
+  const GroupNormConfig b8 = heur({1, 32, 256, 256}, 8, kjit::DType::BF16);  // 128 of 32 KB
+  CHECK((b8.split && !b8.coop && b8.threads == 256 && b8.iters == 4));
+  // 32 groups of 512 KB in 16-bit: one cooperative kernel (512 chunks of 32 KB); fp32's 1024
+  // chunks are more than it holds: streamed (above).
+  const GroupNormConfig b32 = heur({1, 128, 256, 256}, 32, kjit::DType::F16);
+  CHECK((b32.split && b32.coop && b32.threads == 256 && b32.iters == 8 && b32.vec == 8));
+  const GroupNormConfig b32_fallback = kjit::ops::group_norm_capture_fallback(
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F16), 90);
+  CHECK((b32_fallback.stream && b32_fallback.cluster == 8));
+  // Unaligned pointers: scalar accesses, no split of either kind.
+  CHECK_FALSE(
+      kjit::ops::group_norm_heuristic(
+          GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::BF16), 90, false)
+          .split);
   // 64 of them: staged in shared memory, a 16-CTA cluster per group.
   GroupNormConfig bigger = cfg({2, 128, 256, 256}, 32);
   CHECK(bigger.cluster == 16);
@@ -212,6 +234,20 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
                        kjit::Error);
   sp.threads = sp.team = 256;
   sp.iters = 8;
+  // coop: the one-kernel form of split, with acquire/release atomics.
+  GroupNormConfig co = sp;
+  co.coop = true;
+  kjit::ops::validate_config(few, co, 90, true);
+  kjit::ops::validate_config(few, co, 70, true);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, co, 60, true),
+                       doctest::Contains("coop needs sm_70"), kjit::Error);
+  co.split = false;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, co, 90, true),
+                       doctest::Contains("coop is a form of split: it needs split"), kjit::Error);
+  int coop_90 = 0;
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 90)) coop_90 += k.coop;
+  CHECK(coop_90 > 0);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 60)) CHECK_FALSE(k.coop);
   const GroupNormProblem nhwc =
       GroupNormProblem::from_shape({1, 256, 256, 128}, 32, kjit::DType::F32, Layout::NHWC);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(nhwc, sp, 90, true),
@@ -291,11 +327,12 @@ TEST_CASE("held slices: up to 16 vectors, more than 8 only up to 512 threads") {
 }
 
 // The random specializations above reach split configs only now and then: every split candidate
-// of a few fixed problems, in every dtype, with 16-byte vectors, scalar accesses, vectors across
-// two channels (S % 8 != 0), fp32 parameters with 16-bit data, and no affine.
+// (the pair and the cooperative kernel) of a few fixed problems, in every dtype, with 16-byte
+// vectors, scalar accesses, vectors across two channels (S % 8 != 0), fp32 parameters with 16-bit
+// data, and no affine.
 TEST_CASE("split GroupNorm kernels compile with NVRTC for every dtype and access width") {
   kjit_test::CompileProbe probe;
-  int configs = 0;
+  int configs = 0, coop = 0;
   for (kjit::DType t : {kjit::DType::F32, kjit::DType::F16, kjit::DType::BF16}) {
     for (bool aligned : {true, false}) {
       GroupNormProblem p = GroupNormProblem::from_shape({2, 40, 5001}, 5, t);
@@ -305,15 +342,23 @@ TEST_CASE("split GroupNorm kernels compile with NVRTC for every dtype and access
       for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90, aligned)) {
         if (!c.split || c.threads != 256) continue;
         CHECK(c.vec == (aligned ? 16 / static_cast<int>(kjit::dtype_size(t)) : 1));
-        for (const kjit::Spec& s : kjit::ops::group_norm_specs(p, c)) {
+        const std::vector<kjit::Spec> specs = kjit::ops::group_norm_specs(p, c);
+        CHECK(specs.size() == (c.coop ? 1u : 2u));
+        for (const kjit::Spec& s : specs) {
           CAPTURE(s.instantiation());
+          const std::string name = s.instantiation().substr(0, s.instantiation().find('<'));
+          CHECK(name == (c.coop                 ? "kjit::gn_coop"
+                         : &s == &specs.front() ? "kjit::gn_partials"
+                                                : "kjit::gn_apply"));
           CHECK(probe.compile(s, "sm_90").binary.size() > 0);
         }
         ++configs;
+        coop += c.coop;
       }
     }
   }
-  CHECK(configs >= 12);
+  CHECK(configs >= 24);
+  CHECK(coop >= 12);
   MESSAGE(probe.summary("split GroupNorm kernels"));
 }
 
@@ -334,7 +379,7 @@ TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random s
     if (i % 3 == 2 && !split.empty()) cands = split;
     const GroupNormConfig& c = cands[kjit_test::uniform(0, static_cast<int64_t>(cands.size()) - 1)];
     const std::vector<kjit::Spec> specs = kjit::ops::group_norm_specs(p, c);
-    CHECK(specs.size() == (c.split ? 2u : 1u));
+    CHECK(specs.size() == (c.split && !c.coop ? 2u : 1u));
     for (const kjit::Spec& s : specs) {
       CAPTURE(s.instantiation());
       CHECK(probe.compile(s, i % 10 == 0 ? "sm_80" : "sm_90").binary.size() > 0);

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <memory>
 #include <optional>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "gpu_env.hpp"
 #include "kjit/host_math.hpp"
@@ -151,9 +154,11 @@ Case named(std::vector<int64_t> shape, int64_t g, DType t, Layout l = Layout::NC
 }
 
 // Runs and checks every autotune candidate `pick` accepts for each case (candidates for the
-// case's pointer alignment); returns how many ran.
+// case's pointer alignment); returns how many ran. A cooperative candidate whose grid this device
+// cannot hold at once is refused by name ("cannot be scheduled") and counted in *unschedulable.
 template <class Pick>
-int run_candidates(const std::vector<Case>& cases, Pick pick, uint64_t seed_offset) {
+int run_candidates(const std::vector<Case>& cases, Pick pick, uint64_t seed_offset,
+                   int* unschedulable = nullptr) {
   kjit::Stream stream(runtime());
   int runs = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -162,7 +167,17 @@ int run_candidates(const std::vector<Case>& cases, Pick pick, uint64_t seed_offs
       if (!pick(cfg)) continue;
       Case c = cases[i];
       c.config = cfg;
-      check_result(c, run_case(c, stream, kjit_test::seed() + seed_offset + i));
+      Result r;
+      try {
+        r = run_case(c, stream, kjit_test::seed() + seed_offset + i);
+      } catch (const kjit::Error& e) {
+        const bool refused = cfg.coop && unschedulable &&
+                             std::string(e.what()).find("cannot be scheduled") != std::string::npos;
+        if (!refused) throw;
+        ++*unschedulable;
+        continue;
+      }
+      check_result(c, r);
       ++runs;
     }
   }
@@ -370,7 +385,11 @@ TEST_CASE("group_norm: every shared-memory-staged candidate over named and rando
   MESSAGE(runs << " smem-staged (case, config) runs");
 }
 
-TEST_CASE("group_norm: every split (two-kernel) candidate over named and random shapes") {
+namespace {
+
+// Split problems: a short last chunk, a vector across two channels (S % 8 != 0), unaligned
+// pointers (scalar accesses), no affine with C/G = 1, in place, then random ones.
+std::vector<Case> split_cases() {
   using kjit_test::uniform;
   std::vector<Case> cases;
   // Named: a short last chunk, a vector across two channels (S % 8 != 0), unaligned pointers
@@ -393,31 +412,119 @@ TEST_CASE("group_norm: every split (two-kernel) candidate over named and random 
     c.offset = uniform(0, 4) == 0;
     cases.push_back(c);
   }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("group_norm: every split (two-kernel) candidate over named and random shapes") {
   const int runs = run_candidates(
-      cases, [](const GroupNormConfig& c) { return c.split; }, 2000);
+      split_cases(), [](const GroupNormConfig& c) { return c.split && !c.coop; }, 2000);
   CHECK(runs >= 24);  // 20 from the named cases; at most 64 chunks per group limits the rest
   MESSAGE(runs << " split (case, config) runs");
 }
 
-// A split plan keeps its partial statistics in a per-stream workspace. Inside a capture on a
-// stream that has none it runs its one-kernel fallback instead of allocating; once the stream's
-// workspace is reserved, the graph runs the two kernels.
-TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's workspace") {
-  if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
-  const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::BF16);
-  kjit::Runtime rt;  // a runtime of its own: none of its streams has a workspace yet
-  REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
-  const size_t n = static_cast<size_t>(p.N * p.C * p.S);
-  const auto x = kjit::host::random_normal(p.dtype, n, 2.f, 3.f, kjit_test::seed() + 31);
-  const auto w = kjit::host::random_normal(p.dtype, static_cast<size_t>(p.C), 1.f, 0.5f, 32);
-  const auto b = kjit::host::random_normal(p.dtype, static_cast<size_t>(p.C), 0.f, 0.5f, 33);
-  const auto dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, x));
-  const auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, w));
-  const auto db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, b));
-  kjit::DeviceBuffer dy(rt, n * 2);
-  const auto ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
+// The same problems through every cooperative candidate the device can hold at once. Each run
+// uses the stream's barrier words after the previous one (other chunk counts, other problems):
+// a barrier that did not return to zero would hang or mix up statistics here.
+TEST_CASE("group_norm: every cooperative split candidate over named and random shapes") {
+  int unschedulable = 0;
+  const int runs = run_candidates(
+      split_cases(), [](const GroupNormConfig& c) { return c.coop; }, 3000, &unschedulable);
+  CHECK(runs >= 20);
+  MESSAGE(runs << " cooperative (case, config) runs, " << unschedulable
+               << " refused as larger than the device holds at once");
+}
+
+// Two cooperative problems with different chunk counts alternate on one stream, in a graph
+// replayed many times and in direct calls: the barrier words are shared and must reset each time.
+TEST_CASE("group_norm: cooperative plans alternating on one stream, in and out of graphs") {
+  auto& rt = runtime();
+  if (rt.props().cc() < 70) return;
   kjit::Stream stream(rt);
-  auto captured_run = [&] {
+  struct Run {
+    GroupNormProblem p;
+    kjit::ops::GroupNormOptions opt;
+    std::vector<float> x, w, b;
+    std::vector<double> ref;
+    kjit::DeviceBuffer dx, dw, db, dy;
+  };
+  std::vector<std::unique_ptr<Run>> runs;
+  int k = 0;
+  for (auto [shape, g, t] : {std::tuple{std::vector<int64_t>{1, 64, 256, 256}, 16, DType::BF16},
+                             std::tuple{std::vector<int64_t>{2, 12, 40000}, 3, DType::F32}}) {
+    auto r = std::make_unique<Run>();
+    r->p = GroupNormProblem::from_shape(shape, g, t);
+    for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(r->p, rt.props().cc()))
+      if (c.coop && c.threads == 256 && c.iters == (t == DType::F32 ? 8 : 4)) r->opt.config = c;
+    REQUIRE(r->opt.config);
+    const size_t n = static_cast<size_t>(r->p.N * r->p.C * r->p.S);
+    const size_t esz = kjit::dtype_size(t);
+    r->x = kjit::host::random_normal(t, n, 1.f, 2.f, kjit_test::seed() + 41 + k);
+    r->w = kjit::host::random_normal(t, static_cast<size_t>(r->p.C), 1.f, 0.5f, 42 + k);
+    r->b = kjit::host::random_normal(t, static_cast<size_t>(r->p.C), 0.f, 0.5f, 43 + k);
+    r->ref = kjit::reference::group_norm(r->p, r->x, r->w.data(), r->b.data(), 1e-5);
+    r->dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, r->x));
+    r->dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, r->w));
+    r->db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, r->b));
+    r->dy = kjit::DeviceBuffer(rt, n * esz);
+    // Partials (8 bytes a chunk) and barrier words (8 bytes a group): a capture then runs coop.
+    const int64_t groups = r->p.N * r->p.groups;
+    CHECK(kjit::ops::reserve_group_norm_workspace(rt, r->p, r->opt, stream) ==
+          static_cast<size_t>(8 * groups *
+                              (kjit::ops::group_norm_split_chunks(r->p, *r->opt.config) + 1)));
+    runs.push_back(std::move(r));
+    ++k;
+  }
+  auto call = [&](Run& r) {
+    kjit::ops::group_norm(rt, r.p, reinterpret_cast<void*>(r.dx.ptr()),
+                          reinterpret_cast<void*>(r.dy.ptr()), reinterpret_cast<void*>(r.dw.ptr()),
+                          reinterpret_cast<void*>(r.db.ptr()), r.opt, stream);
+  };
+  auto check = [&](Run& r) {
+    const size_t n = r.ref.size(), esz = kjit::dtype_size(r.p.dtype);
+    const auto y = kjit::host::from_bytes(r.p.dtype, r.dy.to_host<unsigned char>(n * esz));
+    const auto err = kjit::host::compare(y, r.ref, 1e-4, 1e-4);
+    CAPTURE(r.p.describe());
+    CHECK(err.nonfinite == 0);
+    CHECK(err.rel_l2 <= (r.p.dtype == DType::F32 ? 1e-5 : 1e-2));
+  };
+  for (int i = 0; i < 6; ++i) {
+    for (auto& r : runs) r->dy.fill_bytes(0xFF);
+    kjit::synchronize(rt);
+    for (auto& r : runs) call(*r);
+    stream.synchronize();
+    for (auto& r : runs) check(*r);
+  }
+  for (auto& r : runs) r->dy.fill_bytes(0xFF);
+  kjit::synchronize(rt);
+  kjit::Graph graph(rt, stream, [&] {
+    for (auto& r : runs) call(*r);
+  });
+  CHECK(graph.nodes() == 2);  // one cooperative kernel per call
+  for (int i = 0; i < 20; ++i) graph.launch(stream);
+  stream.synchronize();
+  for (auto& r : runs) check(*r);
+}
+
+namespace {
+
+// One problem's inputs and float64 reference in runtime rt. run() captures one call on `stream`
+// into a graph, replays it twice, checks y, and returns how many kernels the graph recorded.
+struct CapturedCall {
+  CapturedCall(kjit::Runtime& rt, const GroupNormProblem& p, uint64_t seed)
+      : rt(rt), p(p), n(static_cast<size_t>(p.N * p.C * p.S)) {
+    const size_t c = static_cast<size_t>(p.C);
+    const auto x = kjit::host::random_normal(p.dtype, n, 2.f, 3.f, kjit_test::seed() + seed);
+    const auto w = kjit::host::random_normal(p.dtype, c, 1.f, 0.5f, seed + 1);
+    const auto b = kjit::host::random_normal(p.dtype, c, 0.f, 0.5f, seed + 2);
+    dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, x));
+    dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, w));
+    db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, b));
+    dy = kjit::DeviceBuffer(rt, n * kjit::dtype_size(p.dtype));
+    ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
+  }
+  size_t run(kjit::Stream& stream) {
     dy.fill_bytes(0xFF);
     kjit::synchronize(rt);
     kjit::Graph g(rt, stream, [&] {
@@ -428,17 +535,56 @@ TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's
     g.launch(stream);
     g.launch(stream);
     stream.synchronize();
-    const auto y = kjit::host::from_bytes(p.dtype, dy.to_host<unsigned char>(n * 2));
+    const size_t bytes = n * kjit::dtype_size(p.dtype);
+    const auto y = kjit::host::from_bytes(p.dtype, dy.to_host<unsigned char>(bytes));
     const auto err = kjit::host::compare(y, ref, 1e-2, 1e-2);
+    CAPTURE(p.describe());
     CHECK(err.nonfinite == 0);
-    CHECK(err.rel_l2 <= 1e-2);
-    return g.nodes();  // kernels recorded: 1 for the fallback, 2 for the split pair
-  };
-  CHECK(captured_run() == 1);  // the fallback
+    CHECK(err.rel_l2 <= (p.dtype == DType::F32 ? 1e-5 : 1e-2));
+    return g.nodes();
+  }
+  kjit::Runtime& rt;
+  GroupNormProblem p;
+  size_t n;
+  std::vector<double> ref;
+  kjit::DeviceBuffer dx, dw, db, dy;
+};
+
+}  // namespace
+
+// A split plan keeps its partial statistics in a per-stream workspace. Inside a capture on a
+// stream that has none it runs its one-kernel fallback instead of allocating; once the stream's
+// workspace is reserved, the graph runs the two kernels.
+TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's workspace") {
+  if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
+  const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::BF16);
+  kjit::Runtime rt;  // a runtime of its own: none of its streams has a workspace yet
+  REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
+  CapturedCall call(rt, p, 31);
+  kjit::Stream stream(rt);
+  CHECK(call.run(stream) == 1);  // the fallback
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) > 0);
-  CHECK(captured_run() == 2);  // the split kernels
+  CHECK(call.run(stream) == 2);  // the split kernels
   const GroupNormProblem small = GroupNormProblem::from_shape({8, 256, 24, 24}, 32, DType::F32);
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, small, {}, stream) == 0);
+}
+
+// A stream that has split partials but no barrier words yet: a cooperative plan captured there
+// runs its one-kernel fallback instead of allocating inside the capture (which would throw).
+TEST_CASE("group_norm: a cooperative plan captured on a stream with partials only") {
+  if (runtime().props().cc() < 90) return;  // the heuristic picks coop on sm_90 only
+  kjit::Runtime rt;                         // none of its streams has a workspace yet
+  const GroupNormProblem pair = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::F32);
+  const GroupNormProblem p = GroupNormProblem::from_shape({1, 128, 256, 256}, 32, DType::BF16);
+  const GroupNormConfig c = kjit::ops::prepare_group_norm(rt, p);
+  REQUIRE(c.coop);
+  kjit::Stream stream(rt);
+  const size_t partials = static_cast<size_t>(8 * 32 * kjit::ops::group_norm_split_chunks(p, c));
+  REQUIRE(kjit::ops::reserve_group_norm_workspace(rt, pair, {}, stream) >= partials);
+  CapturedCall call(rt, p, 51);
+  CHECK(call.run(stream) == 1);  // the fallback
+  CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) == partials + 8 * 32);
+  CHECK(call.run(stream) == 1);  // the cooperative kernel
 }
 
 TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument") {

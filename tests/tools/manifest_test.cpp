@@ -116,6 +116,23 @@ TEST_CASE("a split group_norm entry derives both kernels and the capture fallbac
   CHECK(names(problem_specs(j, ctx).specs) == want);
 }
 
+// 32 such groups in 16-bit: one cooperative kernel, with the same capture fallback rule.
+TEST_CASE("a cooperative group_norm entry derives its kernel and the capture fallback") {
+  const json j = {
+      {"op", "group_norm"}, {"shape", {1, 128, 256, 256}}, {"groups", 32}, {"dtype", "bf16"}};
+  const GroupNormProblem p =
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::BF16);
+  OpContext ctx;
+  ctx.cc = 90;
+  const GroupNormConfig h = group_norm_heuristic(p, 90, true);
+  REQUIRE(h.coop);
+  std::set<std::string> want;
+  for (const auto& c : {h, group_norm_capture_fallback(p, 90, true)})
+    for (const kjit::Spec& s : group_norm_specs(p, c)) want.insert(s.instantiation());
+  CHECK(want.size() == 2);
+  CHECK(names(problem_specs(j, ctx).specs) == want);
+}
+
 TEST_CASE("an empty tensor needs no kernel; bad entries name their field") {
   CHECK(problem_specs(json{{"op", "group_norm"}, {"shape", {0, 64, 8, 8}}, {"groups", 8}}, {})
             .specs.empty());

@@ -45,28 +45,28 @@ constexpr const char* kReserveHint = "call reserve_group_norm_workspace before c
 
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                const GroupNormConfig* forced) {
-  return GnKey{
-      static_cast<int64_t>(p.dtype),
-      static_cast<int64_t>(p.param_dtype),
-      static_cast<int64_t>(p.layout),
-      static_cast<int64_t>(p.activation),
-      p.has_weight,
-      p.has_bias,
-      aligned,
-      p.N,
-      p.C,
-      p.S,
-      p.groups,
-      autotune,
-      forced != nullptr,
-      forced ? forced->threads : 0,
-      forced ? forced->team : 0,
-      forced ? forced->vec : 0,
-      forced ? forced->iters : 0,
-      forced ? forced->cluster : 0,
-      forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2 | forced->split << 3)
-             : 0,
-      forced ? forced->held : 0};
+  return GnKey{static_cast<int64_t>(p.dtype),
+               static_cast<int64_t>(p.param_dtype),
+               static_cast<int64_t>(p.layout),
+               static_cast<int64_t>(p.activation),
+               p.has_weight,
+               p.has_bias,
+               aligned,
+               p.N,
+               p.C,
+               p.S,
+               p.groups,
+               autotune,
+               forced != nullptr,
+               forced ? forced->threads : 0,
+               forced ? forced->team : 0,
+               forced ? forced->vec : 0,
+               forced ? forced->iters : 0,
+               forced ? forced->cluster : 0,
+               forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2 |
+                         forced->split << 3 | forced->coop << 4)
+                      : 0,
+               forced ? forced->held : 0};
 }
 
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
@@ -85,19 +85,21 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
   plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
   plan->launch.programmatic = use_pdl(rt.arch());
+  plan->launch.cooperative = c.coop;
   const std::vector<Spec> specs = group_norm_specs(p, c);
   plan->kernel = rt.kernel(specs[0], stream);
   plan->runnable = plan->kernel.fits(plan->launch);
-  if (c.split) {
+  if (c.split) plan->partials_bytes = static_cast<size_t>(ctas) * 8;  // a float2 per chunk
+  if (c.coop) plan->barrier_bytes = static_cast<size_t>(plan->num_groups) * 8;  // 2 words
+  if (c.split && !c.coop) {
     plan->apply = rt.kernel(specs[1], stream);
     plan->runnable = plan->runnable && plan->apply.fits(plan->launch);
-    plan->partials_bytes = static_cast<size_t>(ctas) * 8;  // a float2 per chunk
   }
   return plan;
 }
 
 void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream,
-                 kjit::detail::StreamWorkspaces* ws) {
+                 GnWorkspaces* ws) {
   const void* x = a.x;
   void* y = a.y;
   const void* w = a.w;
@@ -116,12 +118,21 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     plan.kernel.launch(stream, plan.launch, params);
     return;
   }
-  if (!ws) ws = &rt.op_state().group_norm_partials;
-  CUdeviceptr part = ws->find(stream, plan.partials_bytes);
-  if (!part) {
+  if (!ws) ws = &rt.op_state().group_norm_ws;
+  CUdeviceptr part = ws->partials.find(stream, plan.partials_bytes);
+  CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
+  if (!part || (plan.barrier_bytes && !bar)) {
     if (plan.fallback && kjit::detail::capturing(rt.context(), stream))
       return launch_plan(rt, *plan.fallback, a, stream, ws);
-    part = ws->get(rt, stream, plan.partials_bytes, "group_norm", kReserveHint);
+    part = ws->partials.get(rt, stream, plan.partials_bytes, "group_norm", kReserveHint);
+    if (plan.barrier_bytes)
+      bar = ws->barriers.get(rt, stream, plan.barrier_bytes, "group_norm", kReserveHint);
+  }
+  if (plan.config.coop) {
+    void* params[] = {const_cast<void**>(&x), &y,   &part,  &bar, const_cast<void**>(&w),
+                      const_cast<void**>(&b), &eps, &groups};
+    plan.kernel.launch(stream, plan.launch, params);
+    return;
   }
   void* partials_params[] = {const_cast<void**>(&x), &part};
   plan.kernel.launch(stream, plan.launch, partials_params);
@@ -216,9 +227,11 @@ size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
   if (p.N == 0 || p.S == 0) return 0;
   const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
   if (!plan.config.split) return 0;
-  rt.op_state().group_norm_partials.get(rt, stream, plan.partials_bytes, "group_norm",
-                                        detail::kReserveHint);
-  return plan.partials_bytes;
+  detail::GnWorkspaces& ws = rt.op_state().group_norm_ws;
+  ws.partials.get(rt, stream, plan.partials_bytes, "group_norm", detail::kReserveHint);
+  if (plan.barrier_bytes)
+    ws.barriers.get(rt, stream, plan.barrier_bytes, "group_norm", detail::kReserveHint);
+  return plan.partials_bytes + plan.barrier_bytes;
 }
 
 }  // namespace kjit::ops

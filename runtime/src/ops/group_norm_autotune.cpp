@@ -23,8 +23,7 @@ cache::Key tune_key(Runtime& rt, const GroupNormProblem& p, bool aligned,
   return kb.finish();
 }
 
-float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, const GnArgs& args,
-                kjit::detail::StreamWorkspaces* ws) {
+float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, const GnArgs& args, GnWorkspaces* ws) {
   Event start(rt), stop(rt);
   for (int i = 0; i < 3; ++i) launch_plan(rt, plan, args, s, ws);
   float best = 1e30f;
@@ -72,7 +71,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   // (time_plan has waited for s). The runtime's set would keep them until the Runtime goes, and
   // its entry for this handle may belong to an earlier stream that a live graph still uses.
   kjit::detail::ContextGuard guard(rt.context());  // current while `scratch` frees
-  kjit::detail::StreamWorkspaces scratch;
+  GnWorkspaces scratch;
   const GnArgs args{reinterpret_cast<const void*>(x.ptr() + off),
                     reinterpret_cast<void*>(y.ptr() + off),
                     p.has_weight ? reinterpret_cast<const void*>(w.ptr()) : nullptr,

@@ -112,9 +112,11 @@ bool split_eligible(const GroupNormProblem& p, bool aligned) {
 // few loads per lane (at 64 chunks, 1/4 of a 16 KB chunk's bytes again in L2 reads).
 constexpr int64_t kMaxSplitChunks = 64;
 
-GroupNormConfig split_config(const GroupNormProblem& p, bool aligned, int threads, int iters) {
+GroupNormConfig split_config(const GroupNormProblem& p, bool aligned, int threads, int iters,
+                             bool coop = false) {
   GroupNormConfig c;
   c.split = true;
+  c.coop = coop;
   c.vec = vec_width(p, aligned);
   c.threads = c.team = threads;
   c.iters = iters;
@@ -173,7 +175,7 @@ std::string GroupNormConfig::describe() const {
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
          " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") + (smem ? " smem" : "") +
          (held > 0 ? " held=" + std::to_string(held) : "") + (split ? " split" : "") +
-         (smem_affine ? "" : " gmem-affine");
+         (coop ? " coop" : "") + (smem_affine ? "" : " gmem-affine");
 }
 
 GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape, int64_t groups,
@@ -231,15 +233,25 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     return c;
   }
   // At most 16 groups of >= 32768 16-byte vectors (512 KB, up to 64 chunks) in a tensor L2
-  // holds: two kernels, chunks of 16 KB (16-bit) or 32 KB (fp32) per CTA. H200 (PERF.md):
-  // 1x64x256x256/G16 bf16 11.3 us vs 12.6 staged, f32 15.8 vs 16.6. At 17-33 groups the pair
-  // (swept with an implicit trigger) was no faster than streaming (1x128x256x256 bf16 18.1 vs
-  // 18.0 us), and it costs the host a second launch (~3 us); at 64 groups staging is faster
-  // (2x128x256x256 bf16 32.5 vs 29.8).
+  // holds: two kernels, chunks of 32 KB per CTA, or 16 KB where 32 KB chunks would leave SMs
+  // without one. H200 (PERF.md): 1x64x256x256/G16 bf16 10.7 us vs 12.6 staged, f32 15.1 vs
+  // 16.6; 1x32x256x256/G8 bf16 7.3 us in 256 chunks of 16 KB vs 8.2 in 128 of 32 KB. The
+  // cooperative kernel saves the second launch's host time (~3 us) but took 1-22% more device
+  // time on these four. At 64 groups staging is faster (2x128x256x256 bf16 32.5 vs 29.8).
   if (allow_split && smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 <= kSms &&
       split_eligible(p, aligned)) {
-    const GroupNormConfig s = split_config(p, aligned, 256, dtype_size(p.dtype) == 4 ? 8 : 4);
+    GroupNormConfig s = split_config(p, aligned, 256, 8);
+    if (dtype_size(p.dtype) != 4 && ngroups * group_norm_split_chunks(p, s) < kSms) s.iters = 4;
     if (group_norm_split_chunks(p, s) <= kMaxSplitChunks) return s;
+  }
+  // 17-33 such groups of 16-bit values, at most 4 chunks of 32 KB per SM: one cooperative kernel
+  // (a plan falls back to the next candidate on a device that cannot hold the grid at once).
+  // H200: 1x128x256x256 bf16 16.0 us vs 17.4 streamed; the pair took 15.8, with two launches.
+  if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 2 && nvec >= 32768 &&
+      ngroups * 8 > kSms && ngroups * 8 <= 2 * kSms && split_eligible(p, aligned)) {
+    const GroupNormConfig s = split_config(p, aligned, 256, 8, true);
+    const int64_t chunks = group_norm_split_chunks(p, s);
+    if (chunks <= kMaxSplitChunks && ngroups * chunks <= 4 * kSms) return s;
   }
   // 17-33 such groups: streamed in 8-CTA clusters, two reads of x with the second served from L2
   // (the first asks L2 to keep x, y is stored evict-first). 256 CTAs load more at once than 3
@@ -338,6 +350,8 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
     bad("clusters, streaming and smem staging need team == threads");
   if (c.iters < 1) bad("iters = " + std::to_string(c.iters) + " must be >= 1");
   if (c.held != 0 && !c.smem) bad("held = " + std::to_string(c.held) + " needs smem staging");
+  if (c.coop && !c.split) bad("coop is a form of split: it needs split");
+  if (c.coop && cc < 70) bad("coop needs sm_70 (acquire/release atomics)");
   if (c.split) {
     if (p.layout != Layout::NCHW) bad("split needs NCHW");
     if (c.cluster != 1 || c.stream || c.smem || c.team != c.threads)
@@ -478,13 +492,18 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     }
   }
   add_smem_candidates(p, cc, aligned, add);
-  // Two kernels: chunks of 4-32 KB, at most kMaxSplitChunks per group.
+  // Two kernels, or one cooperative kernel: chunks of 4-32 KB, at most kMaxSplitChunks per
+  // group. A cooperative grid the device cannot hold at once is skipped by the plan (fits);
+  // the barrier needs sm_70.
   if (split_eligible(p, aligned)) {
-    for (int threads : {256, 512})
-      for (int iters : {2, 4, 8}) {
-        const GroupNormConfig c = split_config(p, aligned, threads, iters);
-        if (iters * h.vec <= 64 && group_norm_split_chunks(p, c) <= kMaxSplitChunks) add(c);
-      }
+    for (bool coop : {false, true}) {
+      if (coop && cc < 70) break;
+      for (int threads : {256, 512})
+        for (int iters : {2, 4, 8}) {
+          const GroupNormConfig c = split_config(p, aligned, threads, iters, coop);
+          if (iters * h.vec <= 64 && group_norm_split_chunks(p, c) <= kMaxSplitChunks) add(c);
+        }
+    }
   }
   return out;
 }
@@ -508,8 +527,30 @@ int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& 
   return (128 + (affine && c.smem_affine ? teams * 2 * cg : 0)) * 4;
 }
 
+namespace {
+
+// gn_apply's and gn_coop's template arguments, which they share up to kSilu.
+Spec chunk_apply_spec(const char* header, const char* fn, const GroupNormProblem& p,
+                      const GroupNormConfig& c) {
+  Spec s(header, fn);
+  s.type(p.dtype)
+      .type(p.param_dtype)
+      .value(p.C / p.groups)
+      .value(p.S)
+      .value(c.threads)
+      .value(c.vec)
+      .value(c.iters)
+      .value(p.has_weight)
+      .value(p.has_bias)
+      .value(p.activation == Activation::SiLU);
+  return s;
+}
+
+}  // namespace
+
 std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c) {
   const bool affine = p.has_weight || p.has_bias;
+  if (c.coop) return {chunk_apply_spec("kjit/group_norm_coop.cuh", "kjit::gn_coop", p, c)};
   if (c.split) {
     const bool keep = fits_stream_l2(p);
     Spec partials("kjit/group_norm_split.cuh", "kjit::gn_partials");
@@ -519,18 +560,8 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
         .value(c.vec)
         .value(c.iters)
         .value(keep);
-    Spec apply("kjit/group_norm_split.cuh", "kjit::gn_apply");
-    apply.type(p.dtype)
-        .type(p.param_dtype)
-        .value(p.C / p.groups)
-        .value(p.S)
-        .value(c.threads)
-        .value(c.vec)
-        .value(c.iters)
-        .value(p.has_weight)
-        .value(p.has_bias)
-        .value(p.activation == Activation::SiLU)
-        .value(keep);
+    Spec apply = chunk_apply_spec("kjit/group_norm_split.cuh", "kjit::gn_apply", p, c);
+    apply.value(keep);
     return {partials, apply};
   }
   if (c.smem) {

@@ -21,10 +21,11 @@ struct GnKey {
 };
 
 struct GnPlan {
-  Kernel kernel;  // config.split: gn_partials
+  Kernel kernel;  // config.split: gn_partials (with coop: gn_coop)
   LaunchConfig launch;
-  Kernel apply;               // config.split: gn_apply, with the same launch
+  Kernel apply;               // config.split without coop: gn_apply, with the same launch
   size_t partials_bytes = 0;  // config.split: the stream workspace it needs
+  size_t barrier_bytes = 0;   // config.coop: the stream's barrier words it needs
   // config.split: the one-kernel plan run inside a capture on a stream with no workspace yet.
   std::unique_ptr<GnPlan> fallback;
   GroupNormConfig config;
@@ -45,16 +46,24 @@ struct GnArgs {
 
 using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
 
+// Split plans' per-stream workspaces: partial statistics, and coop's barrier words, kept apart
+// because the barrier words must stay zero between calls (group_barrier.cuh), which another
+// problem's partials written over them would break.
+struct GnWorkspaces {
+  kjit::detail::StreamWorkspaces partials;
+  kjit::detail::StreamWorkspaces barriers{true};  // zeroed when allocated
+};
+
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                const GroupNormConfig* forced = nullptr);
 // Loads the kernel for config c and computes the launch (grid, smem, cluster).
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
-// Launches plan's kernels on `stream`. A split plan takes its partials buffer from the stream's
-// workspace in `ws` (the runtime's when null; allocated on first use), or runs its fallback
-// inside a capture when the stream has none.
+// Launches plan's kernels on `stream`. A split plan takes its partials buffer (and coop its
+// barrier words) from the stream's workspaces in `ws` (the runtime's when null; allocated on
+// first use), or runs its fallback inside a capture when the stream has none.
 void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream,
-                 kjit::detail::StreamWorkspaces* ws = nullptr);
+                 GnWorkspaces* ws = nullptr);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).
 // Throws CaptureCompile when it would have to time them while `caller` is being captured.
 GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps,

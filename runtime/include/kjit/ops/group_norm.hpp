@@ -59,6 +59,11 @@ struct GroupNormConfig {
   // kernel (x read again, y written); one CTA per chunk of threads * iters vectors, no cluster.
   // Needs a small per-stream workspace (reserve_group_norm_workspace).
   bool split = false;
+  // With split: one cooperative kernel instead of the pair. Each CTA holds its chunk in registers
+  // while the group's CTAs exchange their partials through the workspace and meet at a barrier
+  // in global memory: one read of x, one launch. Every CTA must be resident at once, so a plan
+  // runs it only where the device fits the whole grid (Kernel::fits with cooperative).
+  bool coop = false;
   std::string describe() const;
 };
 
@@ -81,8 +86,9 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt = {});
 
-// A split config (GroupNormConfig::split) keeps its partial statistics in kjit's workspace for
-// the stream, allocated by the first call on that stream. Inside a graph capture on a stream that
+// A split config (GroupNormConfig::split, also with coop) keeps its partial statistics (and coop
+// its barrier words) in kjit's workspace for the stream, allocated by the first call on that
+// stream. Inside a graph capture on a stream that
 // has none yet, a call runs the best one-kernel config instead (same results, slower): call this
 // before capturing to give the stream its workspace, so the graph runs the split kernels. A graph
 // captured that way uses that stream's workspace whenever it is replayed. Returns its size in
@@ -95,7 +101,7 @@ size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
 GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned = true);
 std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
                                                    bool aligned = true);
-// Every kernel config c launches, in launch order: one, or two for a split config.
+// Every kernel config c launches, in launch order: one, or two for a split config without coop.
 std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c);
 // The one-kernel config a split plan also loads, for captures on a stream with no workspace.
 GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, int cc, bool aligned = true);
