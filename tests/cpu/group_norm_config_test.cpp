@@ -154,6 +154,15 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(bigger.cluster == 16);
   CHECK(bigger.smem);
   CHECK_FALSE(bigger.stream);
+  // fp32 groups of 2 and 4 MB in tensors L2 cannot keep: 16-CTA clusters of 512 threads, half
+  // of each 128 or 256 KB slice held in registers.
+  GroupNormConfig two_mb = cfg({1, 256, 256, 256}, 32);
+  CHECK((two_mb.smem && two_mb.cluster == 16 && two_mb.threads == 512 && two_mb.held == 8));
+  GroupNormConfig four_mb = cfg({1, 128, 512, 512}, 32);
+  CHECK((four_mb.smem && four_mb.cluster == 16 && four_mb.threads == 512 && four_mb.held == 16));
+  CHECK(kjit::ops::group_norm_smem_bytes(
+            GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::F32), four_mb) <=
+        227 * 1024);
   GroupNormConfig huge = cfg({1, 64, 1024, 1024}, 1);
   CHECK(huge.stream);  // beyond a cluster's registers
   GroupNormConfig ampere = kjit::ops::group_norm_heuristic(

@@ -369,6 +369,10 @@ TEST_CASE("group_norm: every shared-memory-staged candidate over named and rando
   cases.push_back(named({4, 96, 37, 41}, 3, DType::BF16));
   cases.push_back(named({2, 8, 128, 129}, 8, DType::F16));
   cases.back().p.has_weight = cases.back().p.has_bias = false;
+  // fp32 groups of 1.4 and 2.6 MB: 16-CTA clusters with 8 or 16 vectors per thread held and
+  // slices of up to 256 KB (over 128 KB only for 4-byte types), partial last slices.
+  cases.push_back(named({1, 9, 40000}, 1, DType::F32));
+  cases.push_back(named({1, 20, 32772}, 1, DType::F32));
   for (int i = 0; i < 12; ++i) {
     const DType t = i % 3 == 0 ? DType::F32 : i % 3 == 1 ? DType::BF16 : DType::F16;
     const int64_t g = uniform(1, 8), cg = uniform(1, 24), n = uniform(1, 6);
