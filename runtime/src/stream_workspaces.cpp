@@ -44,29 +44,38 @@ CUdeviceptr StreamWorkspaces::get(Runtime& rt, CUstream stream, size_t bytes, co
     throw Error(Errc::CaptureCompile, std::string(op) + ": the stream has no workspace of " +
                                           std::to_string(bytes) +
                                           " bytes yet and is being captured into a graph: " + hint);
-  std::unique_lock lock(mu_);
-  Buf& b = by_stream_[key_of(stream)];
-  if (b.bytes >= bytes) return b.ptr;
+  // Allocated (and zeroed, which waits for the stream) before the lock: lookups of other streams
+  // on the launch path never wait behind it.
   ContextGuard guard(rt.context());
   bytes = (bytes + 3) / 4 * 4;  // whole 32-bit words, for the memset
+  const CUdeviceptr p = allocate(stream, bytes, op);
+  std::unique_lock lock(mu_);
+  Buf& b = by_stream_[key_of(stream)];
+  if (b.bytes >= bytes) {  // another thread on this stream got there first; p was never used
+    driver().cuMemFree_fn(p);
+    return b.ptr;
+  }
+  if (b.ptr) retired_.push_back(b.ptr);
+  b.ptr = p;
+  b.bytes = bytes;
+  return p;
+}
+
+CUdeviceptr StreamWorkspaces::allocate(CUstream stream, size_t bytes, const char* op) const {
   CUdeviceptr p = 0;
   CUresult r = driver().cuMemAlloc_fn(&p, bytes);
   if (r != CUDA_SUCCESS)
     throw Error(Errc::Cuda, std::string(op) + ": cuMemAlloc of its " + std::to_string(bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
-  if (zeroed_) {
-    // Zero before any stream may use it: a graph captured on `stream` may be replayed on another.
-    r = driver().cuMemsetD32Async_fn(p, 0, bytes / 4, stream);
-    if (r == CUDA_SUCCESS) r = driver().cuStreamSynchronize_fn(stream);
-    if (r != CUDA_SUCCESS) {
-      driver().cuMemFree_fn(p);
-      throw Error(Errc::Cuda, std::string(op) + ": zeroing its " + std::to_string(bytes) +
-                                  "-byte workspace failed: " + cu_error_text(r));
-    }
+  if (!zeroed_) return p;
+  // Zero before any stream may use it: a graph captured on `stream` may be replayed on another.
+  r = driver().cuMemsetD32Async_fn(p, 0, bytes / 4, stream);
+  if (r == CUDA_SUCCESS) r = driver().cuStreamSynchronize_fn(stream);
+  if (r != CUDA_SUCCESS) {
+    driver().cuMemFree_fn(p);
+    throw Error(Errc::Cuda, std::string(op) + ": zeroing its " + std::to_string(bytes) +
+                                "-byte workspace failed: " + cu_error_text(r));
   }
-  if (b.ptr) retired_.push_back(b.ptr);
-  b.ptr = p;
-  b.bytes = bytes;
   return p;
 }
 

@@ -33,6 +33,8 @@ class StreamWorkspaces {
   CUdeviceptr get(Runtime& rt, CUstream stream, size_t bytes, const char* op, const char* hint);
 
  private:
+  // A new buffer of `bytes` (zeroed when zeroed_), not yet anyone's; throws Errc::Cuda.
+  CUdeviceptr allocate(CUstream stream, size_t bytes, const char* op) const;
   struct Buf {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
