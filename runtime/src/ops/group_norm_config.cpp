@@ -267,23 +267,19 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     set_smem_affine(p, &c);
     return c;
   }
-  // 4-byte types in groups of 8192-16384 vectors (128-256 KB): pairs of 512-thread CTAs that
-  // hold 8 vectors per thread in registers and stage the rest (<= 64 KB) in shared memory. H200
-  // sweep: 16x512x64x64 f32 77.4 us vs 79.0 for 8-CTA clusters, 2x320x64x64 f32 10.9 vs 11.8.
-  if (smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec > 8192 && nvec <= 16384) {
-    GroupNormConfig s = smem_config(p, 2, 512);
-    s.held = 8;
-    if (group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
-  }
-  // The same for 4-byte groups of 1-4 MB in 16-CTA clusters, where the tensor is too large to
-  // stream through L2: slices of 64-128 KB with 8 vectors per thread held, 128-256 KB with 16
-  // (half in registers, one CTA per SM). H200 sweeps: 1x256x256x256/G32 f32 50.6 us vs 57.2 for
-  // the best streaming config (torch.compile 56.7); 1x128x512x512/G32 f32 108.3 vs 111.8.
-  if (max_cluster(cc) >= 16 && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 &&
-      nvec > 65536 && nvec <= 262144) {
-    GroupNormConfig s = smem_config(p, 16, 512);
-    s.held = nvec <= 131072 ? 8 : 16;
-    if (group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
+  // 4-byte types in 512-thread CTAs that hold 8 (slices of 64-128 KB) or 16 (128-256 KB) vectors
+  // per thread in registers and stage the rest in shared memory: groups of 8192-16384 vectors
+  // (128-256 KB) in pairs, groups of 1-4 MB in 16-CTA clusters (17-33 of these in a tensor L2
+  // keeps stream instead, above). H200 sweeps: 16x512x64x64 f32 77.4 us vs 79.0 for 8-CTA
+  // clusters, 2x320x64x64 f32 10.9 vs 11.8; 1x256x256x256/G32 f32 50.6 vs 57.2 for the best
+  // streaming config (torch.compile 56.7), 1x128x512x512/G32 f32 108.3 vs 111.8.
+  if (smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4) {
+    const bool pair = nvec > 8192 && nvec <= 16384;
+    if (pair || (nvec > 65536 && nvec <= 262144)) {
+      GroupNormConfig s = smem_config(p, pair ? 2 : 16, 512);
+      s.held = ceil_div(nvec, s.cluster) <= 8192 ? 8 : 16;
+      if (group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
+    }
   }
   // Groups of >= 64 KB of vectors on sm_90: staged in shared memory by bulk copies, in slices
   // of ~32 KB (clusters up to 16) with 16 vectors per thread; groups of 64-128 KB in pairs of
