@@ -73,8 +73,11 @@ Result run_case(const Case& cs, CUstream stream, uint64_t seed, kjit::Runtime& r
   const std::vector<float> y = kjit::host::from_bytes(p.dtype, yb);
   auto ref = kjit::reference::group_norm(p, x, p.has_weight ? w.data() : nullptr,
                                          p.has_bias ? b.data() : nullptr, cs.eps);
+  // Groups whose spread is tiny against their mean lose precision in any fp32 kernel.
+  const auto slack =
+      kjit::reference::group_norm_fp32_slack(p, x, p.has_weight ? w.data() : nullptr, cs.eps);
   Result r;
-  r.err = kjit::host::compare(y, ref, 1e-4, 1e-4);
+  r.err = kjit::host::compare(y, ref, 1e-4, 1e-4, &slack);
   r.config = cs.config ? cs.config->describe()
                        : kjit::ops::group_norm_heuristic(p, rt.props().cc(), !cs.offset).describe();
   return r;
@@ -85,6 +88,7 @@ void check_result(const Case& cs, const Result& r) {
   CAPTURE(r.config);
   CAPTURE(cs.offset);
   CAPTURE(cs.in_place);
+  CAPTURE(r.err.ill_conditioned);
   CHECK(r.err.nonfinite == 0);
   if (cs.p.dtype == DType::F32) {
     CHECK(r.err.rel_l2 <= 1e-5);
@@ -138,13 +142,15 @@ void run_random(DType t, int count) {
   for (auto& j : jobs) j.get();
   kjit::Stream stream(runtime());
   int failures = 0;
+  long long ill = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     Result r = run_case(cases[i], stream, kjit_test::seed() + i);
     check_result(cases[i], r);
     if (r.err.nonfinite || r.err.rel_l2 > (t == DType::F32 ? 1e-5 : 1e-2)) ++failures;
+    ill += r.err.ill_conditioned;
   }
   MESSAGE(count << " random " << std::string(kjit::dtype_name(t)) << " shapes, " << failures
-                << " failed");
+                << " failed; " << ill << " ill-conditioned elements checked with their slack");
 }
 
 Case named(std::vector<int64_t> shape, int64_t g, DType t, Layout l = Layout::NCHW) {

@@ -1,0 +1,74 @@
+// The float64 GroupNorm reference and the slack the GPU tests give ill-conditioned groups.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kjit/host_math.hpp"
+#include "kjit/reference.hpp"
+
+using kjit::ops::Activation;
+using kjit::ops::GroupNormProblem;
+
+namespace {
+
+// GroupNorm as an fp32 kernel computes it (two-pass statistics in float), for one group.
+std::vector<float> fp32_group_norm(const std::vector<float>& x, float eps) {
+  float sum = 0;
+  for (float v : x) sum += v;
+  const float mean = sum / static_cast<float>(x.size());
+  float m2 = 0;
+  for (float v : x) m2 += (v - mean) * (v - mean);
+  const float rstd = 1.f / std::sqrt(m2 / static_cast<float>(x.size()) + eps);
+  std::vector<float> y;
+  for (float v : x) y.push_back((v - mean) * rstd);
+  return y;
+}
+
+GroupNormProblem one_group(int64_t S) {
+  GroupNormProblem p;
+  p.N = 1;
+  p.C = 1;
+  p.S = S;
+  p.groups = 1;
+  p.activation = Activation::None;
+  p.has_weight = p.has_bias = false;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("reference: a tight group of two defeats fp32, and its slack covers exactly that") {
+  // The 300-random-shape GPU test once drew such a group (C/G = 1, S = 2, values near 3).
+  const GroupNormProblem p = one_group(2);
+  const std::vector<float> x = {3.0f, 3.00500035f};  // the sum rounds by nearly half an ulp
+  const double eps = 1e-5;
+  const auto ref = kjit::reference::group_norm(p, x, nullptr, nullptr, eps);
+  const auto y = fp32_group_norm(x, static_cast<float>(eps));
+  const auto slack = kjit::reference::group_norm_fp32_slack(p, x, nullptr, eps);
+
+  const auto plain = kjit::host::compare(y, ref, 1e-4, 1e-4);
+  CHECK(plain.rel_l2 > 1e-5);  // the fp32 answer itself, not a kernel bug
+  const auto judged = kjit::host::compare(y, ref, 1e-4, 1e-4, &slack);
+  CHECK(judged.allclose);
+  CHECK(judged.ill_conditioned == 2);
+
+  // The slack is the mean's rounding, not a licence: an error of 1e-3 still fails.
+  std::vector<float> wrong = y;
+  wrong[0] += 1e-3f;
+  CHECK_FALSE(kjit::host::compare(wrong, ref, 1e-4, 1e-4, &slack).allclose);
+}
+
+TEST_CASE("reference: well-spread groups get no slack and keep the full rel L2 check") {
+  const GroupNormProblem p = one_group(4096);
+  const auto x = kjit::host::random_normal(kjit::DType::F32, 4096, 3.f, 2.f, 7);
+  const auto slack = kjit::reference::group_norm_fp32_slack(p, x, nullptr, 1e-5);
+  for (double s : slack) REQUIRE(s < 1e-5);
+  auto ref = kjit::reference::group_norm(p, x, nullptr, nullptr, 1e-5);
+  std::vector<float> y(ref.begin(), ref.end());
+  y[100] += 0.05f;  // rel L2 ~ 0.05 / 64 = 8e-4
+  const auto e = kjit::host::compare(y, ref, 1e-4, 1e-4, &slack);
+  CHECK(e.ill_conditioned == 0);
+  CHECK(e.rel_l2 > 1e-5);
+  CHECK_FALSE(e.allclose);
+}
