@@ -270,6 +270,35 @@ TEST_CASE("a refused launch names the kernel and the configuration") {
   }
 }
 
+TEST_CASE("a cooperative grid larger than the device holds is refused as Unsupported") {
+  // What a GroupNorm coop plan sees when MPS lets the context use fewer SMs than fits() counts:
+  // a refusal it can fall back from, and the context stays usable.
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 0, false));
+  const int n = 1024;
+  std::vector<float> x(n, 1.5f);
+  auto dx = kjit::DeviceBuffer::from_host(rt, x);
+  kjit::DeviceBuffer dy(rt, n * 4);
+  kjit::LaunchConfig cfg;
+  cfg.block.x = 1024;
+  cfg.cooperative = true;
+  cfg.grid.x = static_cast<unsigned>(rt.props().sm_count) * 3;  // 3072 threads on an SM: > 2048
+  REQUIRE_FALSE(k.fits(cfg));
+  try {
+    k(stream, cfg, dx.ptr(), dy.ptr(), n);
+    FAIL("a cooperative grid of 3 x 1024-thread CTAs per SM launched");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::Unsupported);
+    CHECK(std::string(e.what()).find("cooperative") != std::string::npos);
+  }
+  cfg.grid.x = 1;
+  k(stream, cfg, dx.ptr(), dy.ptr(), n);
+  stream.synchronize();
+  auto y = dy.to_host<float>(n);
+  for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3.f);
+}
+
 TEST_CASE("a cluster launch runs (sm_90)") {
   auto& rt = runtime();
   if (!rt.props().cluster_launch) return;

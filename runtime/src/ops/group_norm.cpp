@@ -118,6 +118,8 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     plan.kernel.launch(stream, plan.launch, params);
     return;
   }
+  if (plan.refused.load(std::memory_order_relaxed))
+    return launch_plan(rt, *plan.fallback, a, stream, ws);
   if (!ws) ws = &rt.op_state().group_norm_ws;
   CUdeviceptr part = ws->partials.find(stream, plan.partials_bytes);
   CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
@@ -131,7 +133,13 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   if (plan.config.coop) {
     void* params[] = {const_cast<void**>(&x), &y,   &part,  &bar, const_cast<void**>(&w),
                       const_cast<void**>(&b), &eps, &groups};
-    plan.kernel.launch(stream, plan.launch, params);
+    try {
+      plan.kernel.launch(stream, plan.launch, params);
+    } catch (const Error& e) {
+      if (e.code() != Errc::Unsupported || !plan.fallback) throw;
+      plan.refused.store(true, std::memory_order_relaxed);
+      launch_plan(rt, *plan.fallback, a, stream, ws);
+    }
     return;
   }
   void* partials_params[] = {const_cast<void**>(&x), &part};

@@ -88,7 +88,13 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       continue;  // a candidate that does not compile or load is skipped, not fatal
     }
     if (!plan->runnable) continue;
-    const float ms = time_plan(rt, *plan, s, args, &scratch);
+    float ms;
+    try {
+      ms = time_plan(rt, *plan, s, args, &scratch);
+    } catch (const Error& e) {
+      if (e.code() != Errc::Unsupported) throw;
+      continue;  // a cooperative grid the driver refused (MPS limits): not a candidate here
+    }
     if (ms < best_ms) {
       best_ms = ms;
       best = &c;

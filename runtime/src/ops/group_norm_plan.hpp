@@ -1,6 +1,7 @@
 // GroupNorm's per-runtime plan: the loaded kernel and its launch configuration for one problem.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,9 @@ struct GnPlan {
   long long num_groups = 0;
   bool runnable =
       false;  // Kernel::fits: the device can schedule it (a config it cannot is skipped)
+  // config.coop: the driver refused the grid at launch although fits() accepted it (MPS limits
+  // the SMs a context may use): every call since runs the fallback.
+  mutable std::atomic<bool> refused{false};
 };
 
 // One call's arguments, as group_norm received them (w, b null when the problem has none).
