@@ -166,7 +166,8 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
       [&](bool aligned) {
         if (ctx.all_candidates) return group_norm_candidates(p, ctx.cc, aligned);
         std::vector<GroupNormConfig> configs{group_norm_heuristic(p, ctx.cc, aligned)};
-        if (configs[0].split) configs.push_back(group_norm_capture_fallback(p, ctx.cc, aligned));
+        if (configs[0].needs_workspace())
+          configs.push_back(group_norm_capture_fallback(p, ctx.cc, aligned));
         return configs;
       },
       [&](const GroupNormConfig& c) { return group_norm_specs(p, c); });

@@ -1,6 +1,7 @@
 // GroupNorm (+ SiLU) forward for NCHW groups staged in shared memory (sm_90).
 //
-// Each CTA owns a contiguous slice of a group (a cluster of kCluster CTAs per group). One thread
+// Each CTA owns a contiguous slice of a group (a cluster of kCluster CTAs per group, or, in
+// gn_coop_smem, CTAs of a cooperative launch that meet through global memory). One thread
 // issues the slice as one bulk copy into shared memory; the threads then take the statistics from
 // that on-chip copy (exact two-pass per thread, Chan merge over the CTA and the cluster) and
 // write y straight from it: one read of x, one write of y. Threads hold no data in registers, so
@@ -14,8 +15,12 @@
 
 #include "kjit/bulk_copy.cuh"
 #include "kjit/gn_stats.cuh"
+#include "kjit/group_norm_split.cuh"
 #include "kjit/pack.cuh"
 #include "kjit/pdl.cuh"
+#if __CUDA_ARCH__ >= 900
+#include "kjit/group_barrier.cuh"
+#endif
 
 namespace kjit {
 
@@ -38,18 +43,24 @@ constexpr int gn_smem_min_blocks(int threads, int held) {
   return held == 0 || threads * per_thread > 65536 ? 1 : 65536 / (threads * per_thread);
 }
 
-// x, y: [N, C, S]; w, b: [C] or null. grid.x = N * G * kCluster; x, y 16-byte aligned and
-// Cg * S a multiple of 16 / sizeof(T).
+namespace gn_smem {
+
+// The staged kernels' body. x, y: [N, C, S]; w, b: [C] or null; x, y 16-byte aligned and Cg * S
+// a multiple of 16 / sizeof(T). Each group is cut into kParts slices of kShare vectors, one per
+// CTA: grid.x = N * G * kParts. The CTAs of a group merge their statistics either over a
+// thread-block cluster (kCoop false: kParts is the cluster size, distributed shared memory) or,
+// in a cooperative launch (kCoop), through `part` (a float2 per CTA) and a group_barrier on
+// `bar` (two words per group).
 //
 // kHeld > 0: the last kThreads * kHeld vectors of the slice are loaded by the threads into
 // registers instead, so the slice takes less shared memory and four CTAs fit on an SM (a 1 MB
 // fp32 group over a 16-CTA cluster is 64 KB per CTA: three fit in shared memory alone, which
 // leaves 32 such groups in two waves).
-template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld,
-          int kCluster, bool kHasW, bool kHasB, bool kSilu>
-__global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
-    gn_fwd_smem(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
-                const P* __restrict__ b, float eps, int G, long long num_groups) {
+template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld, int kParts,
+          bool kCoop, bool kHasW, bool kHasB, bool kSilu>
+__forceinline__ void body(const T* __restrict__ x, T* __restrict__ y, float2* part, unsigned* bar,
+                          const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
+  constexpr int kCluster = kCoop ? 1 : kParts;
   constexpr int kVec = 16 / sizeof(T);
   constexpr long long kL = kCg * kS;
   constexpr int kNvec = static_cast<int>(kL / kVec);
@@ -71,9 +82,8 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
   V* data = reinterpret_cast<V*>(smem + GnSmemLayout::data(kCg, kAffine));
 
   const int t = threadIdx.x;
-  const unsigned rank = kCluster > 1 ? cluster_rank() : 0u;
-  const long long group = blockIdx.x / kCluster;  // the grid is exact: num_groups clusters
-  (void)num_groups;
+  const unsigned rank = kCoop ? blockIdx.x % kParts : kCluster > 1 ? cluster_rank() : 0u;
+  const long long group = blockIdx.x / kParts;  // the grid is exact: kParts CTAs per group
   const long long n = group / G;
   const int g = static_cast<int>(group - n * G);
   const int first = static_cast<int>(rank) * kShare;
@@ -142,8 +152,20 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
       m2 += d * d;
     }
   });
-  gn::Stat st{static_cast<float>(valid), tmean, m2};
-  st = gn::cluster_merge<kCluster>(gn::team_merge<kThreads, kThreads>(st, red), slots, bcast);
+  gn::Stat st =
+      gn::team_merge<kThreads, kThreads>(gn::Stat{static_cast<float>(valid), tmean, m2}, red);
+  if constexpr (kCoop) {
+    if (t == 0) {
+      part[blockIdx.x] = make_float2(st.mean, st.m2);
+      group_barrier(bar + 2 * group, kParts);
+    }
+    __syncthreads();  // the group's partials are all visible (thread 0 acquired them)
+    st = gn_split::merge_partials<kParts, kNvec, kShare, kVec>(part + group * kParts);
+  } else {
+    (void)part;
+    (void)bar;
+    st = gn::cluster_merge<kCluster>(st, slots, bcast);
+  }
   const float mean = st.mean;
   const float rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
   gn::cluster_merge_done<kCluster>();  // peers may still read slots until the end
@@ -190,8 +212,34 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
   visit(store);
   if constexpr (kCluster > 1) cluster_wait();
 #else
-  __trap();  // the host only picks this kernel on sm_90 and newer
+  __trap();  // the host only picks these kernels on sm_90 and newer
 #endif
+}
+
+}  // namespace gn_smem
+
+// A group per cluster of kCluster CTAs (1: a CTA). num_groups: unused, the grid is exact.
+template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld,
+          int kCluster, bool kHasW, bool kHasB, bool kSilu>
+__global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
+    gn_fwd_smem(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
+                const P* __restrict__ b, float eps, int G, long long num_groups) {
+  (void)num_groups;
+  gn_smem::body<T, P, kCg, kS, kThreads, kShare, kHeld, kCluster, false, kHasW, kHasB, kSilu>(
+      x, y, nullptr, nullptr, w, b, eps, G);
+}
+
+// A group per kParts CTAs of a cooperative launch (every CTA resident at once), meeting through
+// global memory: no cluster, so a group may span more CTAs than a cluster holds and the CTAs may
+// sit on any SM. part: a float2 per CTA; bar: two words per group, whose first is 0
+// (group_barrier). Parameters as gn_coop's.
+template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld, int kParts,
+          bool kHasW, bool kHasB, bool kSilu>
+__global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
+    gn_coop_smem(const T* __restrict__ x, T* __restrict__ y, float2* part, unsigned* bar,
+                 const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
+  gn_smem::body<T, P, kCg, kS, kThreads, kShare, kHeld, kParts, true, kHasW, kHasB, kSilu>(
+      x, y, part, bar, w, b, eps, G);
 }
 
 }  // namespace kjit

@@ -77,12 +77,30 @@ __forceinline__ gn::Stat chunk_stat(const Pack<T, kVec> (&raw)[kIters], int firs
   return gn::team_merge<kThreads, kThreads>(gn::Stat{static_cast<float>(valid), tmean, m2}, red);
 }
 
+// The statistics of a group from its kCount partials pg, one (mean, M2) per piece of kPiece
+// vectors (the last may be short, and pieces past the group empty). Every warp merges them
+// itself: the same inputs in the same lanes give every warp of every CTA of the group the same
+// bits, with no barrier. The partials are rewritten by every call: read from L2
+// (ld.global.cg), never from a read-only or L1 copy, in asm volatile with a memory clobber, so
+// no load moves above the caller's wait (the clobber left the sm_90 code byte-identical: it
+// states the ordering rather than relying on the compiler's choice).
+template <int kCount, int kNvec, int kPiece, int kVec>
+__forceinline__ gn::Stat merge_partials(const float2* pg) {
+  gn::Stat st{0.f, 0.f, 0.f};
+  for (int k = static_cast<int>(threadIdx.x & 31); k < kCount; k += 32) {
+    float2 m;
+    asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];"
+                 : "=f"(m.x), "=f"(m.y)
+                 : "l"(pg + k)
+                 : "memory");
+    const int nv = kNvec - k * kPiece < kPiece ? kNvec - k * kPiece : kPiece;
+    if (nv > 0) st = gn::merge(st, gn::Stat{static_cast<float>(nv * kVec), m.x, m.y});
+  }
+  return gn::warp_merge<32>(st);
+}
+
 // Merges the group's partials pg (one (mean, M2) per chunk) and writes y for the chunk this CTA
-// holds in raw. Every warp merges them itself: the same inputs in the same lanes give every warp
-// of every CTA of the group the same bits, with no barrier. The partials are rewritten by every
-// call: read from L2 (ld.global.cg), never from a read-only or L1 copy, in asm volatile with a
-// memory clobber, so no load moves above the caller's wait (the clobber left the sm_90 code
-// byte-identical: it states the ordering rather than relying on the compiler's choice).
+// holds in raw.
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
           bool kHasB, bool kSilu, bool kEvictFirst>
 __forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, const float2* pg,
@@ -90,18 +108,7 @@ __forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, 
                                  const P* __restrict__ b, float eps, int g) {
   constexpr long long kL = kCg * kS;
   using Ch = Chunks<kL, kThreads, kVec, kIters>;
-  gn::Stat st{0.f, 0.f, 0.f};
-  for (int k = static_cast<int>(threadIdx.x & 31); k < Ch::kCount; k += 32) {
-    float2 m;
-    asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];"
-                 : "=f"(m.x), "=f"(m.y)
-                 : "l"(pg + k)
-                 : "memory");
-    const int nv =
-        Ch::kNvec - k * Ch::kChunk < Ch::kChunk ? Ch::kNvec - k * Ch::kChunk : Ch::kChunk;
-    st = gn::merge(st, gn::Stat{static_cast<float>(nv * kVec), m.x, m.y});
-  }
-  st = gn::warp_merge<32>(st);
+  const gn::Stat st = merge_partials<Ch::kCount, Ch::kNvec, Ch::kChunk, kVec>(pg);
   const float mean = st.mean;
   const float rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
 

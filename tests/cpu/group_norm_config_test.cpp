@@ -43,7 +43,7 @@ void check_covers(const GroupNormProblem& p, const GroupNormConfig& c) {
   if (!c.stream && !c.split) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
   if (c.split) CHECK((c.cluster == 1 && c.team == c.threads && !c.stream && !c.smem));
   CHECK(c.threads <= 1024);
-  CHECK(c.cluster <= 16);
+  CHECK(c.cluster <= (c.coop && c.smem ? 64 : 16));  // staged coop: CTAs per group, no cluster
 }
 
 }  // namespace
@@ -112,11 +112,19 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(seed.team == seed.threads);
   CHECK(seed.cluster <= 2);
   CHECK_FALSE(seed.stream);
-  // 32 groups of 1 MB in a 32 MB tensor: streamed in 8-CTA clusters, the second read from L2.
-  GroupNormConfig big = cfg({1, 128, 256, 256}, 32);
-  CHECK(big.cluster == 8);
-  CHECK(big.stream);
-  CHECK_FALSE(big.smem);
+  // 32 groups of 1 MB in a 32 MB tensor: 8 staged slices of 128 KB per group, 512 threads holding
+  // 8 vectors each, meeting in one cooperative launch (256 CTAs); inside a capture on a stream
+  // without a workspace, streamed in 8-CTA clusters, the second read from L2.
+  const GroupNormProblem big_p =
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);
+  GroupNormConfig big = kjit::ops::group_norm_heuristic(big_p, 90);
+  CHECK((big.smem && big.coop && big.cluster == 8 && big.threads == 512 && big.held == 8));
+  GroupNormConfig big_capture = kjit::ops::group_norm_capture_fallback(big_p, 90);
+  CHECK(big_capture.cluster == 8);
+  CHECK(big_capture.stream);
+  CHECK_FALSE(big_capture.smem);
+  // 64 groups of 1 MB (the grid would need 4 CTAs of 512 threads per SM): not staged coop.
+  CHECK_FALSE(cfg({1, 256, 256, 256}, 64).coop);
   // 16 of them: two kernels, the second read from L2; inside a capture on a stream without a
   // workspace, staged in 16-CTA clusters.
   const GroupNormProblem fewer =
@@ -212,7 +220,7 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   // that runs for minutes.
   const GroupNormProblem few =
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);
-  GroupNormConfig st = kjit::ops::group_norm_heuristic(few, 90);
+  GroupNormConfig st = kjit::ops::group_norm_capture_fallback(few, 90);
   REQUIRE(st.stream);
   kjit::ops::validate_config(few, st, 90, true);
   st.iters = 4096;
@@ -252,7 +260,8 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
                        doctest::Contains("coop needs sm_70"), kjit::Error);
   co.split = false;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, co, 90, true),
-                       doctest::Contains("coop is a form of split: it needs split"), kjit::Error);
+                       doctest::Contains("coop is a form of split or of smem staging"),
+                       kjit::Error);
   int coop_90 = 0;
   for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 90)) coop_90 += k.coop;
   CHECK(coop_90 > 0);
@@ -333,6 +342,80 @@ TEST_CASE("held slices: up to 16 vectors, more than 8 only up to 512 threads") {
   // 16-bit types are offered held 4 only (8 and 16 spill).
   const GroupNormProblem h = GroupNormProblem::from_shape({16, 512, 64, 64}, 32, kjit::DType::BF16);
   for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(h, 90)) CHECK(k.held <= 4);
+}
+
+// Staged coop: a group's CTAs meet through global memory, so no hardware cluster limit applies,
+// only the per-warp merge's 64 partials; a CTA per group has no one to meet.
+TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
+  const GroupNormProblem p =
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);  // 65536 vectors
+  GroupNormConfig c;
+  c.smem = c.coop = true;
+  c.vec = 4;
+  c.threads = c.team = 256;
+  c.held = 4;
+  c.cluster = 32;  // 2048-vector slices, 1024 of them held
+  kjit::ops::validate_config(p, c, 90, true);
+  c.cluster = 64;
+  c.held = 0;
+  kjit::ops::validate_config(p, c, 90, true);
+  c.cluster = 128;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
+                       doctest::Contains("cluster = 128 must be a power of two <= 64 (CTAs per "
+                                         "group)"),
+                       kjit::Error);
+  c.cluster = 1;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
+                       doctest::Contains("coop with smem staging needs cluster >= 2"), kjit::Error);
+  c.cluster = 16;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 80, true),
+                       doctest::Contains("smem staging needs sm_90"), kjit::Error);
+  GroupNormConfig plain = c;
+  plain.coop = false;
+  plain.cluster = 32;  // a hardware cluster stays <= 16
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, plain, 90, true),
+                       doctest::Contains("cluster = 32 must be a power of two <= 16"), kjit::Error);
+
+  // Candidates: slices of 1024-8192 vectors, at most 8 CTAs per SM over the whole grid, and only
+  // for tensors the device can hold (the 40 MB streaming bound).
+  int staged_coop = 0;
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, 90)) {
+    if (!(k.smem && k.coop)) continue;
+    ++staged_coop;
+    kjit::ops::validate_config(p, k, 90, true);
+    CHECK(k.cluster * 32 <= 8 * 132);
+    CHECK(kjit::ops::group_norm_specs(p, k).at(0).instantiation().rfind("kjit::gn_coop_smem<", 0) ==
+          0);
+  }
+  CHECK(staged_coop >= 8);
+  const GroupNormProblem big =
+      GroupNormProblem::from_shape({1, 256, 256, 256}, 32, kjit::DType::F32);  // 64 MB
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(big, 90))
+    CHECK_FALSE((k.smem && k.coop));
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, 80)) CHECK_FALSE(k.smem);
+}
+
+// Every staged coop candidate of a few problems compiles: each dtype, partial last slices, a
+// vector across two channels (S % 8 != 0), fp32 parameters with 16-bit data, no affine.
+TEST_CASE("staged cooperative GroupNorm kernels compile with NVRTC for every dtype") {
+  kjit_test::CompileProbe probe;
+  int configs = 0;
+  for (kjit::DType t : {kjit::DType::F32, kjit::DType::F16, kjit::DType::BF16}) {
+    GroupNormProblem p = GroupNormProblem::from_shape({1, 9, 40000}, 3, t);
+    p.param_dtype = kjit::DType::F32;
+    p.has_weight = t != kjit::DType::F16;
+    p.activation =
+        t == kjit::DType::BF16 ? kjit::ops::Activation::None : kjit::ops::Activation::SiLU;
+    for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90)) {
+      if (!(c.smem && c.coop)) continue;
+      const kjit::Spec s = kjit::ops::group_norm_specs(p, c).at(0);
+      CAPTURE(s.instantiation());
+      CHECK(probe.compile(s, "sm_90").binary.size() > 0);
+      ++configs;
+    }
+  }
+  CHECK(configs >= 12);
+  MESSAGE(probe.summary("staged cooperative GroupNorm kernels"));
 }
 
 // The random specializations above reach split configs only now and then: every split candidate

@@ -365,8 +365,9 @@ TEST_CASE("group_norm: 300 random fp16 shapes") {
   run_random(DType::F16, 300);
 }
 
-TEST_CASE("group_norm: every shared-memory-staged candidate over named and random shapes") {
-  if (runtime().props().cc() < 90) return;
+namespace {
+
+std::vector<Case> smem_cases() {
   using kjit_test::uniform;
   std::vector<Case> cases;
   // Named: more groups than resident CTAs, partial last slices (vectors not a multiple of the
@@ -389,10 +390,31 @@ TEST_CASE("group_norm: every shared-memory-staged candidate over named and rando
     c.in_place = uniform(0, 4) == 0;
     cases.push_back(c);
   }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("group_norm: every shared-memory-staged candidate over named and random shapes") {
+  if (runtime().props().cc() < 90) return;
   const int runs = run_candidates(
-      cases, [](const GroupNormConfig& c) { return c.smem; }, 1000);
+      smem_cases(), [](const GroupNormConfig& c) { return c.smem && !c.coop; }, 1000);
   CHECK(runs >= 40);
   MESSAGE(runs << " smem-staged (case, config) runs");
+}
+
+// The same problems staged with the group's CTAs meeting through global memory in one
+// cooperative launch: slices up to 64 per group, partial last slices (the fp32 groups of 1.4
+// and 2.6 MB), in place.
+TEST_CASE("group_norm: every staged cooperative candidate over named and random shapes") {
+  if (runtime().props().cc() < 90) return;
+  int unschedulable = 0;
+  const int runs = run_candidates(
+      smem_cases(), [](const GroupNormConfig& c) { return c.smem && c.coop; }, 1500,
+      &unschedulable);
+  CHECK(runs >= 20);
+  MESSAGE(runs << " staged cooperative (case, config) runs, " << unschedulable
+               << " refused as larger than the device holds at once");
 }
 
 namespace {
@@ -441,6 +463,7 @@ TEST_CASE("group_norm: every cooperative split candidate over named and random s
   int unschedulable = 0;
   const int runs = run_candidates(
       split_cases(), [](const GroupNormConfig& c) { return c.coop; }, 3000, &unschedulable);
+  // (staged coop candidates of the aligned ones included)
   CHECK(runs >= 20);
   MESSAGE(runs << " cooperative (case, config) runs, " << unschedulable
                << " refused as larger than the device holds at once");

@@ -82,14 +82,15 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
     bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
   plan->launch.grid.x = static_cast<unsigned>(ctas);
   plan->launch.block.x = static_cast<unsigned>(c.threads);
-  plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
+  plan->launch.cluster.x = c.coop ? 1u : static_cast<unsigned>(c.cluster);  // coop: no cluster
   plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
   plan->launch.programmatic = use_pdl(rt.arch());
   plan->launch.cooperative = c.coop;
   const std::vector<Spec> specs = group_norm_specs(p, c);
   plan->kernel = rt.kernel(specs[0], stream);
   plan->runnable = plan->kernel.fits(plan->launch);
-  if (c.split) plan->partials_bytes = static_cast<size_t>(ctas) * 8;  // a float2 per chunk
+  if (c.needs_workspace())
+    plan->partials_bytes = static_cast<size_t>(ctas) * 8;                       // a float2 per CTA
   if (c.coop) plan->barrier_bytes = static_cast<size_t>(plan->num_groups) * 8;  // 2 words
   if (c.split && !c.coop) {
     plan->apply = rt.kernel(specs[1], stream);
@@ -106,7 +107,7 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   const void* b = a.b;
   float eps = a.eps;
   int groups = plan.groups;
-  if (!plan.config.split) {
+  if (!plan.config.needs_workspace()) {
     long long num_groups = plan.num_groups;
     void* params[] = {const_cast<void**>(&x),
                       &y,
@@ -151,15 +152,15 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
 
 namespace {
 
-// A split plan also loads a one-kernel config: group_norm_capture_fallback, which
+// A split or coop plan also loads a one-kernel config: group_norm_capture_fallback, which
 // kjit-precompile compiles next to the split pair, else (a device that cannot schedule it) the
 // first other non-split candidate that loads and fits.
 std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,
                                       std::unique_ptr<GnPlan> plan, CUstream stream) {
-  if (!plan->config.split) return plan;
+  if (!plan->config.needs_workspace()) return plan;
   std::vector<GroupNormConfig> order{group_norm_capture_fallback(p, rt.props().cc(), aligned)};
   for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned))
-    if (!c.split && c.describe() != order[0].describe()) order.push_back(c);
+    if (!c.needs_workspace() && c.describe() != order[0].describe()) order.push_back(c);
   for (const GroupNormConfig& c : order) {
     try {
       plan->fallback = build_plan(rt, p, c, stream);
@@ -234,7 +235,7 @@ size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
   validate(p);
   if (p.N == 0 || p.S == 0) return 0;
   const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
-  if (!plan.config.split) return 0;
+  if (!plan.config.needs_workspace()) return 0;
   detail::GnWorkspaces& ws = rt.op_state().group_norm_ws;
   ws.partials.get(rt, stream, plan.partials_bytes, "group_norm", detail::kReserveHint);
   if (plan.barrier_bytes)

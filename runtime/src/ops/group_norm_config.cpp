@@ -253,6 +253,18 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     const int64_t chunks = group_norm_split_chunks(p, s);
     if (chunks <= kMaxSplitChunks && ngroups * chunks <= 4 * kSms) return s;
   }
+  // 17-33 fp32 groups of >= 1 MB: staged slices of 128 KB (512 threads holding 8 vectors each,
+  // the rest in shared memory, 2 CTAs per SM) whose group's CTAs meet through global memory in
+  // one cooperative launch: one read of x. H200 sweep: 1x128x256x256 f32 25.0 us vs 28.6
+  // streamed and 26.6 for the two-kernel pair; 16-bit types keep the register-held kernel above
+  // (bf16 16.6 staged vs 16.4).
+  if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec >= 65536 &&
+      ngroups * 8 > kSms && fits_stream_l2(p)) {
+    GroupNormConfig s = smem_config(p, pow2_ceil(ceil_div(nvec, 8192)), 512);
+    s.coop = true;
+    s.held = 8;
+    if (ngroups * s.cluster <= 2 * kSms && group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
+  }
   // 17-33 such groups: streamed in 8-CTA clusters, two reads of x with the second served from L2
   // (the first asks L2 to keep x, y is stored evict-first). 256 CTAs load more at once than 3
   // staged 64 KB slices per SM. H200 sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3
@@ -349,14 +361,22 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
     bad("vec = " + std::to_string(c.vec) +
         " needs 16-byte aligned pointers and whole vectors per group" +
         (p.layout == Layout::NHWC ? " row (C/G and C multiples of it)" : " (C/G * S a multiple)"));
-  if (c.cluster < 1 || c.cluster > max_cluster(cc) || (c.cluster & (c.cluster - 1)) != 0)
-    bad("cluster = " + std::to_string(c.cluster) + " must be a power of two <= " +
-        std::to_string(max_cluster(cc)) + " on sm_" + std::to_string(cc));
+  // A staged coop group's CTAs meet through global memory: no hardware cluster limits them, only
+  // the merge every warp does (at most kMaxSplitChunks partials).
+  const int64_t max_parts = c.coop && c.smem ? kMaxSplitChunks : max_cluster(cc);
+  if (c.cluster < 1 || c.cluster > max_parts || (c.cluster & (c.cluster - 1)) != 0)
+    bad("cluster = " + std::to_string(c.cluster) +
+        " must be a power of two <= " + std::to_string(max_parts) +
+        (c.coop && c.smem ? " (CTAs per group)" : "") + " on sm_" + std::to_string(cc));
   if ((c.cluster > 1 || c.stream || c.smem) && c.team != c.threads)
     bad("clusters, streaming and smem staging need team == threads");
   if (c.iters < 1) bad("iters = " + std::to_string(c.iters) + " must be >= 1");
   if (c.held != 0 && !c.smem) bad("held = " + std::to_string(c.held) + " needs smem staging");
-  if (c.coop && !c.split) bad("coop is a form of split: it needs split");
+  if (c.coop && !c.split && !c.smem)
+    bad("coop is a form of split or of smem staging: it needs one of them");
+  if (c.coop && c.smem && c.cluster < 2)
+    bad("coop with smem staging needs cluster >= 2 CTAs per group to meet, not " +
+        std::to_string(c.cluster));
   if (c.coop && cc < 70) bad("coop needs sm_70 (acquire/release atomics)");
   if (c.split) {
     if (p.layout != Layout::NCHW) bad("split needs NCHW");
@@ -438,6 +458,32 @@ void add_smem_candidates(const GroupNormProblem& p, int cc, bool aligned, Add&& 
   }
 }
 
+// Staged slices of 16-128 KB whose group's CTAs meet through global memory in one cooperative
+// launch (no cluster), for a few large groups in a tensor the device can hold on chip at once:
+// at most 8 CTAs per SM (a plan skips a grid the device cannot hold, Kernel::fits).
+template <class Add>
+void add_smem_coop_candidates(const GroupNormProblem& p, int cc, bool aligned, Add&& add) {
+  if (!smem_eligible(p, cc, aligned) || !fits_stream_l2(p)) return;
+  const int64_t nvec = group_len(p) / (16 / static_cast<int64_t>(dtype_size(p.dtype)));
+  const int64_t ngroups = p.N * p.groups;
+  for (int parts = 2; parts <= kMaxSplitChunks; parts *= 2) {
+    const int64_t share = ceil_div(nvec, parts);
+    if (share > 8192) continue;
+    if (share < 1024 || ngroups * parts > 8 * kSms) break;
+    for (int threads : {256, 512}) {
+      GroupNormConfig c = smem_config(p, parts, threads);
+      c.coop = true;
+      for (int held : {0, 4, 8}) {
+        if (held > 4 && dtype_size(p.dtype) != 4) break;
+        c.held = held;
+        if (int64_t{threads} * held < share && (held == 0 || share >= 2048) &&
+            group_norm_smem_bytes(p, c) <= kMaxSmemBytes)
+          add(c);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
@@ -500,6 +546,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     }
   }
   add_smem_candidates(p, cc, aligned, add);
+  add_smem_coop_candidates(p, cc, aligned, add);
   // Two kernels, or one cooperative kernel: chunks of 4-32 KB, at most kMaxSplitChunks per
   // group. A cooperative grid the device cannot hold at once is skipped by the plan (fits);
   // the barrier needs sm_70.
@@ -558,7 +605,8 @@ Spec chunk_apply_spec(const char* header, const char* fn, const GroupNormProblem
 
 std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c) {
   const bool affine = p.has_weight || p.has_bias;
-  if (c.coop) return {chunk_apply_spec("kjit/group_norm_coop.cuh", "kjit::gn_coop", p, c)};
+  if (c.coop && !c.smem)
+    return {chunk_apply_spec("kjit/group_norm_coop.cuh", "kjit::gn_coop", p, c)};
   if (c.split) {
     const bool keep = fits_stream_l2(p);
     Spec partials("kjit/group_norm_split.cuh", "kjit::gn_partials");
@@ -573,7 +621,7 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
     return {partials, apply};
   }
   if (c.smem) {
-    Spec s("kjit/group_norm_smem.cuh", "kjit::gn_fwd_smem");
+    Spec s("kjit/group_norm_smem.cuh", c.coop ? "kjit::gn_coop_smem" : "kjit::gn_fwd_smem");
     s.type(p.dtype)
         .type(p.param_dtype)
         .value(p.C / p.groups)

@@ -22,12 +22,12 @@ struct GnKey {
 };
 
 struct GnPlan {
-  Kernel kernel;  // config.split: gn_partials (with coop: gn_coop)
+  Kernel kernel;  // config.split: gn_partials (with coop: gn_coop); smem coop: gn_coop_smem
   LaunchConfig launch;
   Kernel apply;               // config.split without coop: gn_apply, with the same launch
-  size_t partials_bytes = 0;  // config.split: the stream workspace it needs
+  size_t partials_bytes = 0;  // split or coop: the stream workspace it needs
   size_t barrier_bytes = 0;   // config.coop: the stream's barrier words it needs
-  // config.split: the one-kernel plan run inside a capture on a stream with no workspace yet.
+  // split or coop: the one-kernel plan run inside a capture on a stream with no workspace yet.
   std::unique_ptr<GnPlan> fallback;
   GroupNormConfig config;
   int groups = 0;

@@ -63,7 +63,12 @@ struct GroupNormConfig {
   // while the group's CTAs exchange their partials through the workspace and meet at a barrier
   // in global memory: one read of x, one launch. Every CTA must be resident at once, so a plan
   // runs it only where the device fits the whole grid (Kernel::fits with cooperative).
+  // With smem: the group's `cluster` CTAs (2..64, no hardware cluster) each stage a slice and
+  // meet the same way, in one cooperative launch.
   bool coop = false;
+  // Split and coop plans keep partial statistics (and coop barrier words) in a per-stream
+  // workspace (reserve_group_norm_workspace).
+  bool needs_workspace() const { return split || coop; }
   std::string describe() const;
 };
 
