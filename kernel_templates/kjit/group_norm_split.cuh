@@ -136,16 +136,19 @@ __forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, 
   for (int i = 0; i < kIters; ++i) {
     const int vi = first + i * kThreads + static_cast<int>(threadIdx.x);
     if (vi < Ch::kNvec) {
-      const long long e0 = static_cast<long long>(vi) * kVec;
+      // An element's index in its group is < 2^31 (validate): unsigned division by the
+      // constant kS is a multiply and a shift, where 64-bit would be a library call.
+      const unsigned e0 = static_cast<unsigned>(vi) * kVec;
+      constexpr unsigned kSu = static_cast<unsigned>(kS);
       float f[kVec], out[kVec];
       unpack_floats(raw[i], f);
       float a, sh;
-      coef(static_cast<int>(static_cast<unsigned>(vi * kVec) / static_cast<unsigned>(kS)), &a, &sh);
+      coef(static_cast<int>(e0 / kSu), &a, &sh);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         // With kS a multiple of the vector width the whole vector is one channel.
-        if (kS % kVec != 0 && j > 0 && (e0 + j) % kS == 0)
-          coef(static_cast<int>((e0 + j) / kS), &a, &sh);
+        if (kS % kVec != 0 && j > 0 && (e0 + j) % kSu == 0)
+          coef(static_cast<int>((e0 + j) / kSu), &a, &sh);
         out[j] = act(f[j], a, sh);
       }
       store_pack<T, kVec, kEvictFirst>(yg + e0, pack_floats<T, kVec>(out));
