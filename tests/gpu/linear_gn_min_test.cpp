@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -756,6 +757,57 @@ TEST_CASE("linear_gn_min: autotune picks among the top 8 and reuses its choice f
   Device dev(d, {});
   const Run r = run_op(d, Precision::Fp32, dev, ref.rows, true, stream, true);
   check_strict(judge(d, ref, r), "autotuned");
+}
+
+// A stored choice this build cannot use is tuned afresh and stored again, neither trusted nor an
+// error: a kernel config the candidate list no longer has (a changed template set), or GEMM
+// algorithm bytes cuBLASLt refuses (another cuBLASLt build writing the same record).
+TEST_CASE("linear_gn_min: a stale autotune record is tuned afresh and replaced") {
+  kjit_test::TempDir dir;
+  kjit::RuntimeOptions o;
+  o.cache.dir = dir.path;
+  const Data d = make_data(64, 256, 512, 32, false, kjit_test::seed() + 37);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  opt.autotune = true;
+  auto prepare = [&] {
+    kjit::Runtime rt(o);  // a new process, as far as plans go
+    return kjit::ops::prepare_linear_gn_min(rt, p, opt);
+  };
+  const auto first = prepare();
+  CHECK(first.gemm_source == "autotuned");
+  CHECK(prepare().gemm_source == "cache");
+  // Rewrites the tuning record in place (same key), as another build might have written it.
+  auto tamper = [&](const std::function<void(kjit::cache::Entry&)>& edit) {
+    kjit::cache::DiskCache disk(o.cache);
+    int records = 0;
+    for (const kjit::cache::EntryInfo& info : disk.list()) {
+      kjit::cache::Key key;
+      REQUIRE(kjit::cache::Key::from_hex(info.key_hex, &key));
+      std::optional<kjit::cache::Entry> e = disk.get(key);
+      REQUIRE(e);
+      if (!e->find("gn")) continue;  // kernels, not the record
+      edit(*e);
+      REQUIRE(disk.put(key, *e));
+      ++records;
+    }
+    REQUIRE(records == 1);
+  };
+  tamper([](kjit::cache::Entry& e) {
+    for (auto& [name, value] : e.metadata)
+      if (name == "gn") value = "threads=999 slice=1 (no such candidate)";
+  });
+  const auto second = prepare();
+  CHECK(second.gemm_source == "autotuned");
+  CHECK(prepare().gemm_source == "cache");  // the fresh choice replaced the stale one
+  tamper([](kjit::cache::Entry& e) { e.payload.assign(e.payload.size(), '\xff'); });
+  const auto third = prepare();
+  CHECK(third.gemm_source == "autotuned");
+  const auto again = prepare();
+  CHECK(again.gemm_source == "cache");
+  CHECK(again.config.describe() == third.config.describe());
+  CHECK(again.gemm_algo == third.gemm_algo);
 }
 
 TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
