@@ -126,12 +126,12 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
   const CUlaunchConfig cfg = driver_config(c, stream, attr);
   CUresult r = d.cuLaunchKernelEx_fn(&cfg, k_->fn, params, nullptr);
   if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
-    throw Error(
-        Errc::Unsupported,
-        "cuLaunchKernelEx refused " + describe(*k_, c) +
-            ": a cooperative grid must fit the SMs this context may use all at once (" +
-            std::to_string(k_->sm_count) +
-            " on the device; MPS or another limit can lower that): " + detail::cu_error_text(r));
+    throw Error(Errc::Unsupported,
+                "cuLaunchKernelEx refused " + describe(*k_, c) +
+                    ": a cooperative grid must fit the SMs this context may use all at once (kjit "
+                    "counted " +
+                    std::to_string(k_->sm_count) +
+                    "; an MPS limit it cannot see may allow fewer): " + detail::cu_error_text(r));
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
 }
 

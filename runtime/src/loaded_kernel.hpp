@@ -11,7 +11,7 @@ namespace kjit::detail {
 
 struct LoadedKernel {
   CUcontext ctx = nullptr;
-  int sm_count = 0;  // of the context's device: how many CTAs a cooperative grid may have
+  int sm_count = 0;  // SMs the context may use (DeviceProps::context_sm_count): bounds coop grids
   CUmodule module = nullptr;
   CUfunction fn = nullptr;
   std::string instantiation, lowered_name;

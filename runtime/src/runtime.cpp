@@ -50,6 +50,23 @@ DeviceProps query_props(int ordinal, CUdevice dev) {
   return p;
 }
 
+// The SMs the current context may use: an MPS client limited by execution affinity gets fewer
+// than the device has, and the driver refuses cooperative grids sized for all of them. Drivers
+// or setups without the query (not MPS) mean no limit.
+int context_sm_count(int device_sms) {
+  using GetExecAffinity = CUresult (*)(CUexecAffinityParam*, CUexecAffinityType);
+  GetExecAffinity get = nullptr;
+  try {
+    get = reinterpret_cast<GetExecAffinity>(detail::driver_proc("cuCtxGetExecAffinity"));
+  } catch (const Error&) {
+    return device_sms;
+  }
+  CUexecAffinityParam a{};
+  if (get(&a, CU_EXEC_AFFINITY_TYPE_SM_COUNT) != CUDA_SUCCESS) return device_sms;
+  const int n = static_cast<int>(a.param.smCount.val);
+  return n > 0 && n < device_sms ? n : device_sms;
+}
+
 // One slot per specialization: the first caller compiles and loads under the slot's mutex while
 // others asking for the same one wait; different specializations proceed in parallel.
 struct Slot {
@@ -95,7 +112,7 @@ void Runtime::Impl::load(Slot& s, const Spec& spec) {
   const detail::Driver& d = detail::driver();
   detail::LoadedKernel& k = s.kernel;
   k.ctx = ctx;
-  k.sm_count = props.sm_count;
+  k.sm_count = props.context_sm_count;
   k.instantiation = ck.instantiation;
   k.lowered_name = ck.lowered_name;
   CUresult r = d.cuModuleLoadData_fn(&k.module, ck.binary.data());
@@ -146,6 +163,10 @@ Runtime::Runtime(RuntimeOptions opts) : impl_(std::make_unique<Impl>()) {
   // The primary context is the one the CUDA runtime (and so PyTorch) uses: sharing it means
   // kjit's modules and the app's streams and buffers live in one context.
   KJIT_CU(cuDevicePrimaryCtxRetain, &impl_->ctx, impl_->dev);
+  {
+    detail::ContextGuard guard(impl_->ctx);
+    impl_->props.context_sm_count = context_sm_count(impl_->props.sm_count);
+  }
   impl_->compiler = std::make_unique<Compiler>(std::move(opts.cache));
 }
 

@@ -123,6 +123,15 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(big_capture.cluster == 8);
   CHECK(big_capture.stream);
   CHECK_FALSE(big_capture.smem);
+  // Groups of 768 KB-1 MB: 8 slices each (partial last ones here); 512 KB and 2 MB groups stream.
+  auto f32 = [](std::vector<int64_t> shape, int64_t g) {
+    return kjit::ops::group_norm_heuristic(GroupNormProblem::from_shape(shape, g, kjit::DType::F32),
+                                           90);
+  };
+  const GroupNormConfig g977 = f32({1, 128, 250, 250}, 32);
+  CHECK((g977.smem && g977.coop && g977.cluster == 8));
+  CHECK(f32({1, 128, 200, 200}, 32).stream);
+  CHECK(f32({1, 68, 256, 512}, 17).stream);
   // 64 groups of 1 MB (the grid would need 4 CTAs of 512 threads per SM): not staged coop.
   CHECK_FALSE(cfg({1, 256, 256, 256}, 64).coop);
   // 16 of them: two kernels, the second read from L2; inside a capture on a stream without a
@@ -300,6 +309,42 @@ TEST_CASE("heuristic and candidates cover every element, over random problems") 
           if (c.smem) CHECK(cc >= 90);
         }
   }
+}
+
+// Random problems rarely hit the narrow rules (17-33 groups of exactly 1 MB, <= 16 groups of
+// >= 512 KB): every candidate of a problem from each rule must validate, and a heuristic that
+// needs a workspace must list its capture fallback second. (A staged coop heuristic once seeded
+// the register-held variants with coop set: 23 invalid candidates, which autotuning then picked.)
+TEST_CASE("candidates validate for a problem of every heuristic rule, in every dtype") {
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> problems = {
+      {{8, 256, 24, 24}, 32},   {{1, 128, 256, 256}, 32}, {{1, 64, 256, 256}, 16},
+      {{1, 32, 256, 256}, 8},   {{16, 512, 64, 64}, 32},  {{2, 320, 64, 64}, 32},
+      {{1, 256, 256, 256}, 32}, {{1, 128, 512, 512}, 32}, {{1, 512, 128, 128}, 32},
+      {{4, 32, 7, 7}, 8},       {{1, 4096, 8, 8}, 32},    {{1, 124, 250, 250}, 31}};
+  int workspace_heuristics = 0;
+  for (const auto& [shape, groups] : problems)
+    for (kjit::DType t : {kjit::DType::F32, kjit::DType::BF16, kjit::DType::F16})
+      for (int cc : {80, 90})
+        for (bool aligned : {true, false}) {
+          const GroupNormProblem p = GroupNormProblem::from_shape(shape, groups, t);
+          CAPTURE(p.describe());
+          CAPTURE(cc);
+          CAPTURE(aligned);
+          const auto cands = kjit::ops::group_norm_candidates(p, cc, aligned);
+          for (const GroupNormConfig& c : cands) {
+            CAPTURE(c.describe());
+            check_covers(p, c);
+            CHECK_NOTHROW(kjit::ops::validate_config(p, c, cc, aligned));
+          }
+          if (cands[0].needs_workspace()) {
+            ++workspace_heuristics;
+            REQUIRE(cands.size() >= 2);
+            CHECK(cands[1].describe() ==
+                  kjit::ops::group_norm_capture_fallback(p, cc, aligned).describe());
+            CHECK_FALSE(cands[1].needs_workspace());
+          }
+        }
+  CHECK(workspace_heuristics >= 8);
 }
 
 TEST_CASE("candidates validate for groups with very many channels (large affine staging)") {

@@ -72,3 +72,23 @@ TEST_CASE("reference: well-spread groups get no slack and keep the full rel L2 c
   CHECK(e.rel_l2 > 1e-5);
   CHECK_FALSE(e.allclose);
 }
+
+TEST_CASE("reference: the slack follows each element's group in NHWC") {
+  GroupNormProblem p = one_group(3);
+  p.C = 4;
+  p.groups = 2;
+  p.layout = kjit::ops::Layout::NHWC;
+  // x[s * C + c]: channels 0-1 (group 0) within 0.001 of 3.0, channels 2-3 (group 1) spread.
+  const std::vector<float> x = {3.0f, 3.0005f, -1.5f,   0.7f,    3.001f, 3.0002f,
+                                2.1f, -0.4f,   3.0007f, 3.0001f, 0.9f,   -2.2f};
+  const auto slack = kjit::reference::group_norm_fp32_slack(p, x, nullptr, 1e-5);
+  for (int s = 0; s < 3; ++s)
+    for (int c = 0; c < 4; ++c) {
+      CAPTURE(s);
+      CAPTURE(c);
+      if (c < 2)
+        CHECK(slack[s * 4 + c] > 1e-5);
+      else
+        CHECK(slack[s * 4 + c] < 1e-6);
+    }
+}

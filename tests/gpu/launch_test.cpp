@@ -24,8 +24,10 @@ kjit::Spec affine(kjit::DType t, int scale, int offset, bool add_one) {
 
 TEST_CASE("device properties are read") {
   const auto& p = runtime().props();
-  MESSAGE(p.name << " cc " << p.cc() << " SMs " << p.sm_count << " arch " << runtime().arch());
+  MESSAGE(p.name << " cc " << p.cc() << " SMs " << p.sm_count << " (context may use "
+                 << p.context_sm_count << ") arch " << runtime().arch());
   CHECK(p.sm_count > 0);
+  CHECK((p.context_sm_count > 0 && p.context_sm_count <= p.sm_count));
   CHECK(p.cc() >= 50);
   CHECK(p.max_smem_per_block_optin >= 48 * 1024);
   CHECK(p.l2_bytes > 0);

@@ -19,6 +19,9 @@ struct DeviceProps {
   std::string name;
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
+  // SMs kjit's context may use: fewer than sm_count under an MPS execution-affinity limit
+  // (cuCtxGetExecAffinity), which bounds a cooperative grid; else sm_count.
+  int context_sm_count = 0;
   int max_threads_per_block = 0;
   int max_smem_per_block_optin = 0;  // bytes a block may use after opting in
   int max_smem_per_sm = 0;

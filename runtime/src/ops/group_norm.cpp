@@ -137,7 +137,7 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     try {
       plan.kernel.launch(stream, plan.launch, params);
     } catch (const Error& e) {
-      if (e.code() != Errc::Unsupported || !plan.fallback) throw;
+      if (e.code() != Errc::Unsupported || !plan.fallback || plan.forced) throw;
       plan.refused.store(true, std::memory_order_relaxed);
       launch_plan(rt, *plan.fallback, a, stream, ws);
     }
@@ -191,6 +191,7 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
       auto plan = detail::build_plan(rt, p, *forced, stream);
       if (!plan->runnable)
         bad(p, "config " + forced->describe() + " cannot be scheduled on " + rt.props().name);
+      plan->forced = true;
       return detail::with_fallback(rt, p, aligned, std::move(plan), stream);
     }
     if (tune) {

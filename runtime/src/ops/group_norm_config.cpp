@@ -253,17 +253,18 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     const int64_t chunks = group_norm_split_chunks(p, s);
     if (chunks <= kMaxSplitChunks && ngroups * chunks <= 4 * kSms) return s;
   }
-  // 17-33 fp32 groups of >= 1 MB: staged slices of 128 KB (512 threads holding 8 vectors each,
-  // the rest in shared memory, 2 CTAs per SM) whose group's CTAs meet through global memory in
-  // one cooperative launch: one read of x. H200 sweep: 1x128x256x256 f32 25.0 us vs 28.6
+  // 17-33 fp32 groups of 768 KB-1 MB: 8 staged slices of 96-128 KB per group (512 threads
+  // holding 8 vectors each, the rest in shared memory, 2 CTAs per SM) whose CTAs meet through
+  // global memory in one cooperative launch: one read of x. Larger groups would need 16 slices,
+  // more than the SMs hold at 2 each for 17 groups. H200 sweep: 1x128x256x256 f32 25.0 us vs 28.6
   // streamed and 26.6 for the two-kernel pair; 16-bit types keep the register-held kernel above
   // (bf16 16.6 staged vs 16.4).
-  if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec >= 65536 &&
-      ngroups * 8 > kSms && fits_stream_l2(p)) {
-    GroupNormConfig s = smem_config(p, pow2_ceil(ceil_div(nvec, 8192)), 512);
+  if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec > 49152 &&
+      nvec <= 65536 && ngroups * 8 > kSms && ngroups * 8 <= 2 * kSms) {
+    GroupNormConfig s = smem_config(p, 8, 512);
     s.coop = true;
     s.held = 8;
-    if (ngroups * s.cluster <= 2 * kSms && group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
+    if (group_norm_smem_bytes(p, s) <= kMaxSmemBytes) return s;
   }
   // 17-33 such groups: streamed in 8-CTA clusters, two reads of x with the second served from L2
   // (the first asks L2 to keep x, y is stored evict-first). 256 CTAs load more at once than 3
@@ -491,11 +492,11 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   const GroupNormConfig first = group_norm_heuristic(p, cc, aligned);
   std::vector<GroupNormConfig> out{first};
   // The register-held variants below start from the heuristic's one-kernel choice, minus the
-  // staging. A split heuristic's comes second: the plan's capture fallback.
+  // staging. A heuristic that needs a workspace (split, coop) has its capture fallback second.
   const GroupNormConfig one_kernel =
-      first.split ? group_norm_capture_fallback(p, cc, aligned) : first;
+      first.needs_workspace() ? group_norm_capture_fallback(p, cc, aligned) : first;
   GroupNormConfig h = one_kernel;
-  h.smem = false;
+  h.smem = h.split = h.coop = false;  // one_kernel has none of them: kept false explicitly
   h.held = 0;
   auto add = [&](GroupNormConfig c) {
     set_smem_affine(p, &c);
@@ -503,7 +504,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
       if (o.describe() == c.describe()) return;
     out.push_back(c);
   };
-  if (first.split) add(one_kernel);
+  if (first.needs_workspace()) add(one_kernel);
   const int64_t nvec = group_len(p) / h.vec;
   if (h.team <= 32) {  // warp teams: other team sizes and CTA sizes
     for (int team : {1, 2, 4, 8, 16, 32}) {

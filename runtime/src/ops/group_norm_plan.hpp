@@ -34,9 +34,11 @@ struct GnPlan {
   long long num_groups = 0;
   bool runnable =
       false;  // Kernel::fits: the device can schedule it (a config it cannot is skipped)
-  // config.coop: the driver refused the grid at launch although fits() accepted it (MPS limits
-  // the SMs a context may use): every call since runs the fallback.
+  // config.coop: the driver refused the grid at launch although fits() accepted it (an MPS limit
+  // kjit could not see): every call since runs the fallback. Not for a forced config: the
+  // caller asked for that kernel, so the refusal reaches them instead.
   mutable std::atomic<bool> refused{false};
+  bool forced = false;  // GroupNormOptions::config
 };
 
 // One call's arguments, as group_norm received them (w, b null when the problem has none).

@@ -91,13 +91,13 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt = {});
 
-// A split config (GroupNormConfig::split, also with coop) keeps its partial statistics (and coop
-// its barrier words) in kjit's workspace for the stream, allocated by the first call on that
-// stream. Inside a graph capture on a stream that
-// has none yet, a call runs the best one-kernel config instead (same results, slower): call this
-// before capturing to give the stream its workspace, so the graph runs the split kernels. A graph
-// captured that way uses that stream's workspace whenever it is replayed. Returns its size in
-// bytes (0 when p's config is not split).
+// A split or coop config (GroupNormConfig::needs_workspace) keeps its partial statistics (and
+// coop its barrier words) in kjit's workspace for the stream, allocated by the first call on that
+// stream. Inside a graph capture on a stream that has none yet, a call runs the best one-kernel
+// config instead (same results, slower): call this before capturing to give the stream its
+// workspace, so the graph runs the split or cooperative kernels. A graph captured that way uses
+// that stream's workspace whenever it is replayed. Returns its size in bytes (0 when p's config
+// needs none).
 size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
                                     const GroupNormOptions& opt, CUstream stream);
 
