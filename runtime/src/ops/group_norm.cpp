@@ -71,6 +71,10 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
 
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream) {
+  // Every config, also the heuristic's and the candidates', must be one the kernels support: a
+  // wrong one would launch a grid its kernel does not expect and write wrong results silently.
+  // (Vector width > 1 implies pointers the caller found aligned.)
+  validate_config(p, c, rt.props().cc(), c.vec > 1);
   auto plan = std::make_unique<GnPlan>();
   plan->config = c;
   plan->groups = static_cast<int>(p.groups);
