@@ -123,14 +123,16 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(big_capture.cluster == 8);
   CHECK(big_capture.stream);
   CHECK_FALSE(big_capture.smem);
-  // Groups of 768 KB-1 MB: 8 slices each (partial last ones here); 512 KB and 2 MB groups stream.
+  // Groups of 512 KB-1 MB: 8 slices each (partial last ones here); 512 KB and 2 MB groups stream.
   auto f32 = [](std::vector<int64_t> shape, int64_t g) {
     return kjit::ops::group_norm_heuristic(GroupNormProblem::from_shape(shape, g, kjit::DType::F32),
                                            90);
   };
   const GroupNormConfig g977 = f32({1, 128, 250, 250}, 32);
   CHECK((g977.smem && g977.coop && g977.cluster == 8));
-  CHECK(f32({1, 128, 200, 200}, 32).stream);
+  const GroupNormConfig g625 = f32({1, 128, 200, 200}, 32);
+  CHECK((g625.smem && g625.coop && g625.cluster == 8 && g625.held == 8));
+  CHECK(f32({1, 128, 128, 256}, 32).stream);
   CHECK(f32({1, 68, 256, 512}, 17).stream);
   // 64 groups of 1 MB (the grid would need 4 CTAs of 512 threads per SM): not staged coop.
   CHECK_FALSE(cfg({1, 256, 256, 256}, 64).coop);

@@ -253,13 +253,15 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     const int64_t chunks = group_norm_split_chunks(p, s);
     if (chunks <= kMaxSplitChunks && ngroups * chunks <= 4 * kSms) return s;
   }
-  // 17-33 fp32 groups of 768 KB-1 MB: 8 staged slices of 96-128 KB per group (512 threads
+  // 17-33 fp32 groups of 512 KB-1 MB: 8 staged slices of 64-128 KB per group (512 threads
   // holding 8 vectors each, the rest in shared memory, 2 CTAs per SM) whose CTAs meet through
   // global memory in one cooperative launch: one read of x. Larger groups would need 16 slices,
-  // more than the SMs hold at 2 each for 17 groups. H200 sweep: 1x128x256x256 f32 25.0 us vs 28.6
-  // streamed and 26.6 for the two-kernel pair; 16-bit types keep the register-held kernel above
+  // more than the SMs hold at 2 each for 17 groups. H200 sweeps: 1x128x256x256 f32 25.0 us vs
+  // 28.6 streamed and 26.6 for the two-kernel pair; 1x128x232x232 21.2 vs 24.3 streamed;
+  // 1x128x200x200 (625 KB groups) 17.1 vs 20.0; at 400 KB (1x128x160x160) staging in 16-CTA
+  // clusters stays faster (13.6 vs 13.9). 16-bit types keep the register-held kernel above
   // (bf16 16.6 staged vs 16.4).
-  if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec > 49152 &&
+  if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec > 32768 &&
       nvec <= 65536 && ngroups * 8 > kSms && ngroups * 8 <= 2 * kSms) {
     GroupNormConfig s = smem_config(p, 8, 512);
     s.coop = true;
