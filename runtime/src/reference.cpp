@@ -5,28 +5,52 @@
 
 namespace kjit::reference {
 
+namespace {
+
+int64_t index(const ops::GroupNormProblem& p, int64_t n, int64_t c, int64_t s) {
+  return p.layout == ops::Layout::NCHW ? (n * p.C + c) * p.S + s : (n * p.S + s) * p.C + c;
+}
+
+struct GroupStats {
+  double mean, var, mean_abs;
+};
+
+// Two-pass statistics of group g of sample n, in float64.
+GroupStats group_stats(const ops::GroupNormProblem& p, const std::vector<float>& x, int64_t n,
+                       int64_t g) {
+  const int64_t cg = p.C / p.groups, L = cg * p.S;
+  double sum = 0, abs_sum = 0, m2 = 0;
+  for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+    for (int64_t s = 0; s < p.S; ++s) {
+      sum += x[index(p, n, c, s)];
+      abs_sum += std::fabs(x[index(p, n, c, s)]);
+    }
+  const double mean = sum / L;
+  for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+    for (int64_t s = 0; s < p.S; ++s) {
+      const double d = x[index(p, n, c, s)] - mean;
+      m2 += d * d;
+    }
+  return {mean, m2 / L, abs_sum / L};
+}
+
+}  // namespace
+
 std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector<float>& x,
                                const float* weight, const float* bias, double eps) {
-  const int64_t cg = p.C / p.groups, L = cg * p.S;
+  const int64_t cg = p.C / p.groups;
   std::vector<double> y(x.size());
-  auto at = [&](int64_t n, int64_t c, int64_t s) {
-    return p.layout == ops::Layout::NCHW ? (n * p.C + c) * p.S + s : (n * p.S + s) * p.C + c;
-  };
   for (int64_t n = 0; n < p.N; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
-      double sum = 0, m2 = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        for (int64_t s = 0; s < p.S; ++s) sum += x[at(n, c, s)];
-      const double mean = sum / L;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        for (int64_t s = 0; s < p.S; ++s) m2 += (x[at(n, c, s)] - mean) * (x[at(n, c, s)] - mean);
-      const double rstd = 1.0 / std::sqrt(m2 / L + eps);
+      const GroupStats st = group_stats(p, x, n, g);
+      const double rstd = 1.0 / std::sqrt(st.var + eps);
       for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
         const double w = weight ? weight[c] : 1.0, b = bias ? bias[c] : 0.0;
         for (int64_t s = 0; s < p.S; ++s) {
-          double z = (x[at(n, c, s)] - mean) * rstd * w + b;
+          const int64_t i = index(p, n, c, s);
+          double z = (x[i] - st.mean) * rstd * w + b;
           if (p.activation == ops::Activation::SiLU) z = z / (1.0 + std::exp(-z));
-          y[at(n, c, s)] = z;
+          y[i] = z;
         }
       }
     }
@@ -37,28 +61,17 @@ std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector
 std::vector<double> group_norm_fp32_slack(const ops::GroupNormProblem& p,
                                           const std::vector<float>& x, const float* weight,
                                           double eps) {
-  const int64_t cg = p.C / p.groups, L = cg * p.S;
-  const double units = std::ldexp(1.0 + std::log2(static_cast<double>(L)), -24);
+  const int64_t cg = p.C / p.groups;
+  const double units = std::ldexp(1.0 + std::log2(static_cast<double>(cg * p.S)), -24);
   const double slope = p.activation == ops::Activation::SiLU ? 1.1 : 1.0;
   std::vector<double> slack(x.size());
-  auto at = [&](int64_t n, int64_t c, int64_t s) {
-    return p.layout == ops::Layout::NCHW ? (n * p.C + c) * p.S + s : (n * p.S + s) * p.C + c;
-  };
   for (int64_t n = 0; n < p.N; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
-      double sum = 0, abs_sum = 0, m2 = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        for (int64_t s = 0; s < p.S; ++s) {
-          sum += x[at(n, c, s)];
-          abs_sum += std::fabs(x[at(n, c, s)]);
-        }
-      const double mean = sum / L;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        for (int64_t s = 0; s < p.S; ++s) m2 += (x[at(n, c, s)] - mean) * (x[at(n, c, s)] - mean);
-      const double per_unit_w = slope * units * (abs_sum / L) / std::sqrt(m2 / L + eps);
+      const GroupStats st = group_stats(p, x, n, g);
+      const double per_unit_w = slope * units * st.mean_abs / std::sqrt(st.var + eps);
       for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
         const double w = weight ? std::fabs(weight[c]) : 1.0;
-        for (int64_t s = 0; s < p.S; ++s) slack[at(n, c, s)] = per_unit_w * w;
+        for (int64_t s = 0; s < p.S; ++s) slack[index(p, n, c, s)] = per_unit_w * w;
       }
     }
   }
