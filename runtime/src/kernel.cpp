@@ -135,22 +135,25 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
 }
 
-bool Kernel::fits(const LaunchConfig& c) const {
-  if (!k_) throw Error(Errc::InvalidArgument, "fits() of an empty kjit::Kernel");
-  check_shape(*k_, c);
+namespace {
+
+// CTAs (with clusters: clusters) of c one SM (the device) holds at once; 0 when the driver
+// refuses c's shape or limits.
+int active_units(const detail::LoadedKernel& k, const LaunchConfig& c) {
+  check_shape(k, c);
   const detail::Driver& d = detail::driver();
-  detail::ContextGuard guard(k_->ctx);
+  detail::ContextGuard guard(k.ctx);
   const char* what = "";
-  CUresult r = try_raise_limits(*k_, c, d, &what);
+  CUresult r = try_raise_limits(k, c, d, &what);
   // A refusal, e.g. more dynamic shared memory than the device gives one block, is a "no"; any
   // other error (a lost context, a sticky fault from earlier work) is not about this shape.
-  if (refusal(r)) return false;
-  if (r != CUDA_SUCCESS) launch_failed(*k_, c, what, r);
+  if (refusal(r)) return 0;
+  if (r != CUDA_SUCCESS) launch_failed(k, c, what, r);
   int n = 0;
   if (c.cluster.x * c.cluster.y * c.cluster.z <= 1) {
     const unsigned threads = c.block.x * c.block.y * c.block.z;
     what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
-    r = d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&n, k_->fn, static_cast<int>(threads),
+    r = d.cuOccupancyMaxActiveBlocksPerMultiprocessor_fn(&n, k.fn, static_cast<int>(threads),
                                                          c.shared_bytes);
   } else {
     LaunchConfig shape = c;
@@ -158,14 +161,29 @@ bool Kernel::fits(const LaunchConfig& c) const {
     CUlaunchAttribute attr[3];
     const CUlaunchConfig cfg = driver_config(shape, nullptr, attr);
     what = "cuOccupancyMaxActiveClusters";
-    r = d.cuOccupancyMaxActiveClusters_fn(&n, k_->fn, &cfg);
+    r = d.cuOccupancyMaxActiveClusters_fn(&n, k.fn, &cfg);
   }
-  if (refusal(r)) return false;
-  if (r != CUDA_SUCCESS) launch_failed(*k_, c, what, r);
+  if (refusal(r)) return 0;
+  if (r != CUDA_SUCCESS) launch_failed(k, c, what, r);
+  return n;
+}
+
+}  // namespace
+
+bool Kernel::fits(const LaunchConfig& c) const {
+  if (!k_) throw Error(Errc::InvalidArgument, "fits() of an empty kjit::Kernel");
+  const int n = active_units(*k_, c);
   if (!c.cooperative) return n > 0;
   // The whole grid at once: n CTAs on every SM of the context's device.
   return uint64_t{c.grid.x} * c.grid.y * c.grid.z <=
          static_cast<uint64_t>(n) * static_cast<unsigned>(k_->sm_count);
+}
+
+int64_t Kernel::resident_ctas(const LaunchConfig& c) const {
+  if (!k_) throw Error(Errc::InvalidArgument, "resident_ctas() of an empty kjit::Kernel");
+  if (c.cluster.x * c.cluster.y * c.cluster.z > 1)
+    throw Error(Errc::InvalidArgument, "resident_ctas() counts CTAs without clusters");
+  return int64_t{active_units(*k_, c)} * k_->sm_count;
 }
 
 CUfunction Kernel::function() const {

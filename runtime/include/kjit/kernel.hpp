@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <cstdint>
 #include <string>
 
 namespace kjit {
@@ -49,6 +50,9 @@ class Kernel {
   // them (e.g. more shared memory than a block may have) or calls the shape invalid. Other
   // driver errors throw Error(Cuda); bad dimensions throw InvalidArgument, as for launch().
   bool fits(const LaunchConfig& cfg) const;
+  // CTAs of cfg (no cluster) the SMs this context may use hold at once: what a persistent grid
+  // launches. 0 when the device cannot run cfg at all. Raises limits and throws as fits() does.
+  int64_t resident_ctas(const LaunchConfig& cfg) const;
 
   template <class... Args>
   void operator()(CUstream stream, const LaunchConfig& cfg, const Args&... args) const {
