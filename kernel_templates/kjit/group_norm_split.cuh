@@ -99,16 +99,15 @@ __forceinline__ gn::Stat merge_partials(const float2* pg) {
   return gn::warp_merge<32>(st);
 }
 
-// Merges the group's partials pg (one (mean, M2) per chunk) and writes y for the chunk this CTA
-// holds in raw.
+// Writes y for the chunk this CTA holds in raw, from its group's statistics st (M2 over all kL
+// elements).
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
           bool kHasB, bool kSilu, bool kEvictFirst>
-__forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, const float2* pg,
-                                 T* __restrict__ yg, const P* __restrict__ w,
-                                 const P* __restrict__ b, float eps, int g) {
+__forceinline__ void apply_stat(const Pack<T, kVec> (&raw)[kIters], int first, gn::Stat st,
+                                T* __restrict__ yg, const P* __restrict__ w,
+                                const P* __restrict__ b, float eps, int g) {
   constexpr long long kL = kCg * kS;
   using Ch = Chunks<kL, kThreads, kVec, kIters>;
-  const gn::Stat st = merge_partials<Ch::kCount, Ch::kNvec, Ch::kChunk, kVec>(pg);
   const float mean = st.mean;
   const float rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
 
@@ -154,6 +153,18 @@ __forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, 
       store_pack<T, kVec, kEvictFirst>(yg + e0, pack_floats<T, kVec>(out));
     }
   }
+}
+
+// Merges the group's partials pg (one (mean, M2) per chunk) and writes y for the chunk this CTA
+// holds in raw.
+template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
+          bool kHasB, bool kSilu, bool kEvictFirst>
+__forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, const float2* pg,
+                                 T* __restrict__ yg, const P* __restrict__ w,
+                                 const P* __restrict__ b, float eps, int g) {
+  using Ch = Chunks<kCg * kS, kThreads, kVec, kIters>;
+  apply_stat<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, kSilu, kEvictFirst>(
+      raw, first, merge_partials<Ch::kCount, Ch::kNvec, Ch::kChunk, kVec>(pg), yg, w, b, eps, g);
 }
 
 }  // namespace gn_split

@@ -40,8 +40,8 @@ void check_covers(const GroupNormProblem& p, const GroupNormConfig& c) {
   CHECK(c.threads % 32 == 0);
   CHECK((c.team == c.threads || (c.team <= 32 && (c.team & (c.team - 1)) == 0)));
   // Streaming loops over its share; split launches a CTA per chunk, as many as cover a group.
-  if (!c.stream && !c.split) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
-  if (c.split) CHECK((c.cluster == 1 && c.team == c.threads && !c.stream && !c.smem));
+  if (!c.stream && !c.split && !c.pipe) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
+  if (c.split || c.pipe) CHECK((c.cluster == 1 && c.team == c.threads && !c.stream && !c.smem));
   CHECK(c.threads <= 1024);
   CHECK(c.cluster <= (c.coop && c.smem ? 64 : 16));  // staged coop: CTAs per group, no cluster
 }
@@ -173,17 +173,33 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(bigger.cluster == 16);
   CHECK(bigger.smem);
   CHECK_FALSE(bigger.stream);
-  // fp32 groups of 2 and 4 MB in tensors L2 cannot keep: 16-CTA clusters of 512 threads, half
-  // of each 128 or 256 KB slice held in registers.
+  // fp32 groups of 1-2 MB in tensors L2 cannot keep: 16-CTA clusters of 512 threads, half of
+  // each 128 KB slice held in registers. Larger ones: one pipelined launch of 64 KB chunks, and
+  // inside a capture on a stream without a workspace, staged in 16-CTA clusters (slices of 256
+  // KB, half held) or streamed where no cluster holds the group.
   GroupNormConfig two_mb = cfg({1, 256, 256, 256}, 32);
   CHECK((two_mb.smem && two_mb.cluster == 16 && two_mb.threads == 512 && two_mb.held == 8));
-  GroupNormConfig four_mb = cfg({1, 128, 512, 512}, 32);
-  CHECK((four_mb.smem && four_mb.cluster == 16 && four_mb.threads == 512 && four_mb.held == 16));
-  CHECK(kjit::ops::group_norm_smem_bytes(
-            GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::F32), four_mb) <=
-        227 * 1024);
+  const GroupNormProblem four_mb_p =
+      GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::F32);
+  GroupNormConfig four_mb = kjit::ops::group_norm_heuristic(four_mb_p, 90);
+  CHECK((four_mb.pipe && four_mb.threads == 512 && four_mb.iters == 8 && four_mb.vec == 4));
+  CHECK(four_mb.needs_workspace());
+  CHECK(kjit::ops::group_norm_split_chunks(four_mb_p, four_mb) == 64);
+  GroupNormConfig four_mb_capture = kjit::ops::group_norm_capture_fallback(four_mb_p, 90);
+  CHECK((four_mb_capture.smem && four_mb_capture.cluster == 16 && four_mb_capture.held == 16));
+  CHECK(kjit::ops::group_norm_smem_bytes(four_mb_p, four_mb_capture) <= 227 * 1024);
+  // Not for 16-bit types, sm_80, unaligned pointers, or a tensor L2 holds.
+  CHECK_FALSE(kjit::ops::group_norm_heuristic(
+                  GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::BF16), 90)
+                  .pipe);
+  CHECK_FALSE(kjit::ops::group_norm_heuristic(four_mb_p, 80).pipe);
+  CHECK_FALSE(kjit::ops::group_norm_heuristic(four_mb_p, 90, false).pipe);
+  CHECK_FALSE(cfg({1, 32, 512, 512}, 8).pipe);  // 32 MB
   GroupNormConfig huge = cfg({1, 64, 1024, 1024}, 1);
-  CHECK(huge.stream);  // beyond a cluster's registers
+  CHECK(huge.pipe);
+  CHECK(kjit::ops::group_norm_capture_fallback(
+            GroupNormProblem::from_shape({1, 64, 1024, 1024}, 1, kjit::DType::F32), 90)
+            .stream);  // beyond a cluster's registers and shared memory
   GroupNormConfig ampere = kjit::ops::group_norm_heuristic(
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32), 80);
   CHECK(ampere.cluster == 1);  // no clusters before sm_90
@@ -463,6 +479,100 @@ TEST_CASE("staged cooperative GroupNorm kernels compile with NVRTC for every dty
   }
   CHECK(configs >= 12);
   MESSAGE(probe.summary("staged cooperative GroupNorm kernels"));
+}
+
+TEST_CASE("pipelined GroupNorm configs: rules, candidates, kernels") {
+  const GroupNormProblem p =
+      GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::F32);  // 262144 vectors
+  GroupNormConfig c = kjit::ops::group_norm_heuristic(p, 90);
+  REQUIRE(c.pipe);
+  kjit::ops::validate_config(p, c, 90, true);
+  kjit::ops::validate_config(p, c, 70, true);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 61, true),
+                       doctest::Contains("pipe needs sm_70"), kjit::Error);
+  GroupNormConfig bad = c;
+  bad.cluster = 2;
+  CHECK_THROWS_WITH_AS(
+      kjit::ops::validate_config(p, bad, 90, true),
+      doctest::Contains("pipe takes chunks of threads * iters vectors a CTA at a time"),
+      kjit::Error);
+  bad = c;
+  bad.split = true;
+  CHECK_THROWS_WITH_AS(
+      kjit::ops::validate_config(p, bad, 90, true),
+      doctest::Contains("pipe takes chunks of threads * iters vectors a CTA at a time"),
+      kjit::Error);
+  bad = c;
+  bad.iters = 32;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, bad, 90, true),
+                       doctest::Contains("iters * vec = 128 held per thread exceeds 64"),
+                       kjit::Error);
+  bad = c;
+  bad.threads = bad.team = 1024;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, bad, 90, true),
+                       doctest::Contains("pipe needs threads <= 512"), kjit::Error);
+  // Two 32-bit tickets per chunk: 2^31 chunks of 32 elements is beyond them.
+  GroupNormProblem many =
+      GroupNormProblem::from_shape({int64_t{1} << 27, 16, 1024}, 1, kjit::DType::F32);
+  GroupNormConfig small = c;
+  small.threads = small.team = 32;
+  small.iters = 1;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(many, small, 90, true),
+                       doctest::Contains("more than 2^30 (two 32-bit tickets per chunk)"),
+                       kjit::Error);
+  GroupNormProblem nhwc = p;
+  nhwc.layout = Layout::NHWC;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(nhwc, c, 90, true),
+                       doctest::Contains("pipe needs NCHW"), kjit::Error);
+
+  // Candidates: chunks of 256 or 512 threads holding 4 or 8 vectors, also for unaligned pointers
+  // (scalar accesses) and 16-bit types; none for NHWC, groups under 32768 vectors, or sm_61.
+  for (bool aligned : {true, false}) {
+    for (kjit::DType t : {kjit::DType::F32, kjit::DType::BF16}) {
+      const GroupNormProblem q = GroupNormProblem::from_shape({1, 128, 512, 512}, 32, t);
+      int pipes = 0;
+      for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(q, 90, aligned)) {
+        if (!k.pipe) continue;
+        ++pipes;
+        kjit::ops::validate_config(q, k, 90, aligned);
+        CHECK(k.iters * k.vec <= 32);
+        const std::vector<kjit::Spec> specs = kjit::ops::group_norm_specs(q, k);
+        REQUIRE(specs.size() == 1u);
+        CHECK(specs[0].instantiation().rfind("kjit::gn_pipe_fwd<", 0) == 0);
+        CHECK(kjit::ops::group_norm_smem_bytes(q, k) == 0);
+      }
+      CHECK(pipes == (aligned && t == kjit::DType::BF16 ? 2 : 4));
+    }
+  }
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(nhwc, 90)) CHECK_FALSE(k.pipe);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(
+           GroupNormProblem::from_shape({16, 512, 64, 64}, 32, kjit::DType::F32), 90))
+    CHECK_FALSE(k.pipe);  // 32768 elements a group: 8192 vectors
+}
+
+// Every pipe candidate of a few problems compiles: each dtype, 16-byte vectors and scalar
+// accesses, a short last chunk and a vector across two channels (S % 8 != 0), fp32 parameters
+// with 16-bit data, no affine.
+TEST_CASE("pipelined GroupNorm kernels compile with NVRTC for every dtype and access width") {
+  kjit_test::CompileProbe probe;
+  int configs = 0;
+  for (kjit::DType t : {kjit::DType::F32, kjit::DType::F16, kjit::DType::BF16}) {
+    for (bool aligned : {true, false}) {
+      GroupNormProblem p = GroupNormProblem::from_shape({2, 40, 40001}, 5, t);
+      p.param_dtype = t == kjit::DType::F32 ? t : kjit::DType::F32;
+      p.has_weight = aligned;
+      p.activation = aligned ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+      for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90, aligned)) {
+        if (!c.pipe) continue;
+        const kjit::Spec s = kjit::ops::group_norm_specs(p, c).at(0);
+        CAPTURE(s.instantiation());
+        CHECK(probe.compile(s, "sm_90").binary.size() > 0);
+        ++configs;
+      }
+    }
+  }
+  CHECK(configs >= 16);
+  MESSAGE(probe.summary("pipelined GroupNorm kernels"));
 }
 
 // The random specializations above reach split configs only now and then: every split candidate

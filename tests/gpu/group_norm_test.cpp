@@ -215,7 +215,8 @@ TEST_CASE("group_norm: named edge shapes in every regime") {
       named({1, 128, 256, 256}, 32, DType::BF16),
       named({1, 64, 256, 256}, 16, DType::F32),  // two kernels (sm_90)
       named({2, 320, 64, 64}, 32, DType::F16),
-      named({1, 64, 512, 512}, 1, DType::F32),
+      named({1, 64, 512, 512}, 1, DType::F32),    // pipelined, one group (sm_90)
+      named({1, 128, 512, 512}, 32, DType::F32),  // pipelined (sm_90)
       named({3, 6, 17}, 3, DType::F32),
       named({2, 12}, 4, DType::F32),
       named({1, 1, 1, 1}, 1, DType::F32),
@@ -425,10 +426,25 @@ TEST_CASE("group_norm: every staged cooperative candidate over named and random 
 
 namespace {
 
+// A random NCHW problem in fp32, bf16 or fp16 (i % 3) whose groups hold more than min_group
+// elements and up to about max_group, with random parameter type, activation, bias, in place and
+// alignment.
+Case random_large_groups(int i, int64_t min_group, int64_t max_group) {
+  using kjit_test::uniform;
+  const DType t = i % 3 == 0 ? DType::F32 : i % 3 == 1 ? DType::BF16 : DType::F16;
+  const int64_t g = uniform(1, 6), cg = uniform(1, 8), n = uniform(1, 3);
+  Case c = named({n, g * cg, uniform(min_group / cg + 1, max_group / cg)}, g, t);
+  c.p.param_dtype = uniform(0, 1) ? DType::F32 : t;
+  c.p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+  c.p.has_bias = uniform(0, 4) != 0;
+  c.in_place = uniform(0, 4) == 0;
+  c.offset = uniform(0, 4) == 0;
+  return c;
+}
+
 // Split problems: a short last chunk, a vector across two channels (S % 8 != 0), unaligned
 // pointers (scalar accesses), no affine with C/G = 1, in place, then random ones.
 std::vector<Case> split_cases() {
-  using kjit_test::uniform;
   std::vector<Case> cases;
   // Named: a short last chunk, a vector across two channels (S % 8 != 0), unaligned pointers
   // (scalar accesses), no affine with C/G = 1, in place.
@@ -439,17 +455,7 @@ std::vector<Case> split_cases() {
   cases.push_back(named({2, 8, 40000}, 8, DType::F32));
   cases.back().p.has_weight = cases.back().p.has_bias = false;
   cases.back().in_place = true;
-  for (int i = 0; i < 8; ++i) {
-    const DType t = i % 3 == 0 ? DType::F32 : i % 3 == 1 ? DType::BF16 : DType::F16;
-    const int64_t g = uniform(1, 6), cg = uniform(1, 8), n = uniform(1, 3);
-    Case c = named({n, g * cg, uniform(32768 / cg + 1, 200000 / cg)}, g, t);
-    c.p.param_dtype = uniform(0, 1) ? DType::F32 : t;
-    c.p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
-    c.p.has_bias = uniform(0, 4) != 0;
-    c.in_place = uniform(0, 4) == 0;
-    c.offset = uniform(0, 4) == 0;
-    cases.push_back(c);
-  }
+  for (int i = 0; i < 8; ++i) cases.push_back(random_large_groups(i, 32768, 200000));
   return cases;
 }
 
@@ -475,9 +481,118 @@ TEST_CASE("group_norm: every cooperative split candidate over named and random s
                << " refused as larger than the device holds at once");
 }
 
-// Two cooperative problems with different chunk counts alternate on one stream, in a graph
-// replayed many times and in direct calls: the barrier words are shared and must reset each time.
-TEST_CASE("group_norm: cooperative plans alternating on one stream, in and out of graphs") {
+namespace {
+
+// Pipelined problems (groups of >= 32768 vectors): more chunks than the grid holds at once, so S
+// and A items interleave (4x32x256x256, 1x128x512x512), a short last chunk and a vector across
+// two channels (S % 8 != 0), unaligned pointers, no affine, in place, then random ones.
+std::vector<Case> pipe_cases() {
+  std::vector<Case> cases;
+  cases.push_back(named({4, 32, 256, 256}, 8, DType::F32));
+  cases.push_back(named({1, 128, 512, 512}, 32, DType::F32));
+  cases.push_back(named({1, 24, 40003}, 3, DType::BF16));
+  cases.push_back(named({1, 12, 65537}, 1, DType::F16));
+  cases.back().offset = true;
+  cases.push_back(named({2, 8, 40000}, 2, DType::F32));
+  cases.back().p.has_weight = cases.back().p.has_bias = false;
+  cases.back().in_place = true;
+  for (int i = 0; i < 6; ++i) {
+    const int64_t min_group = 32768 * (i % 3 == 0 ? 4 : 8);  // 32768 vectors of the dtype
+    cases.push_back(random_large_groups(i, min_group, min_group + 400000));
+  }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("group_norm: every pipelined candidate over named and random shapes") {
+  if (runtime().props().cc() < 70) return;
+  const int runs = run_candidates(
+      pipe_cases(), [](const GroupNormConfig& c) { return c.pipe; }, 4000);
+  CHECK(runs >= 30);
+  MESSAGE(runs << " pipelined (case, config) runs");
+}
+
+// The pipelined kernel with grids and lags the heuristic never picks (KJIT_GN_PIPE_GRID,
+// KJIT_GN_PIPE_LAG): one CTA doing every item in ticket order, a few CTAs, more CTAs than chunks
+// and than the device holds at once; lags below a group's chunks (the kernel raises them), one
+// group, a few, and beyond the tensor (all S items first). Small lags make A items wait for
+// their group's statistics. Each plan runs two inputs back to back on one stream: statistics
+// left from the first call would spoil the second.
+TEST_CASE("group_norm: pipelined plans over forced grids and lags") {
+  if (runtime().props().cc() < 70) return;
+  const GroupNormProblem p = GroupNormProblem::from_shape({4, 32, 256, 256}, 8, DType::F32);
+  GroupNormConfig cfg;
+  for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, runtime().props().cc()))
+    if (c.pipe && c.threads == 256 && c.iters == 4) cfg = c;  // 16 KB chunks
+  REQUIRE(cfg.pipe);
+  const int64_t per_group = kjit::ops::group_norm_split_chunks(p, cfg);
+  REQUIRE(per_group == 64);  // 2048 chunks in all
+  const size_t n = static_cast<size_t>(p.N * p.C * p.S);
+  std::vector<kjit::DeviceBuffer> dx;
+  std::vector<std::vector<double>> ref;
+  const auto w = kjit::host::random_normal(DType::F32, 32, 1.f, 0.5f, 91);
+  const auto b = kjit::host::random_normal(DType::F32, 32, 0.f, 0.5f, 92);
+  for (int i = 0; i < 2; ++i) {
+    const auto x = kjit::host::random_normal(DType::F32, n, i ? -2.f : 3.f, i ? 0.5f : 2.f,
+                                             kjit_test::seed() + 93 + i);
+    dx.push_back(kjit::DeviceBuffer::from_host(runtime(), kjit::host::to_bytes(DType::F32, x)));
+    ref.push_back(kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5));
+  }
+  const auto dw = kjit::DeviceBuffer::from_host(runtime(), kjit::host::to_bytes(DType::F32, w));
+  const auto db = kjit::DeviceBuffer::from_host(runtime(), kjit::host::to_bytes(DType::F32, b));
+  kjit::DeviceBuffer dy0(runtime(), n * 4), dy1(runtime(), n * 4);
+  kjit::ops::GroupNormOptions opt;
+  opt.config = cfg;
+  int runs = 0;
+  for (const char* grid : {"1", "3", "700", "5000"}) {
+    for (const char* lag : {"1", "64", "100", "2048", "999999"}) {
+      ::setenv("KJIT_GN_PIPE_GRID", grid, 1);
+      ::setenv("KJIT_GN_PIPE_LAG", lag, 1);
+      kjit::Runtime rt;  // plans are per runtime: this one's is built with the variables above
+      kjit::Stream stream(rt);
+      dy0.fill_bytes(0xFF);
+      dy1.fill_bytes(0xFF);
+      kjit::synchronize(runtime());
+      auto call = [&](const kjit::DeviceBuffer& x, kjit::DeviceBuffer& y) {
+        kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(x.ptr()),
+                              reinterpret_cast<void*>(y.ptr()), reinterpret_cast<void*>(dw.ptr()),
+                              reinterpret_cast<void*>(db.ptr()), opt, stream);
+      };
+      call(dx[0], dy0);
+      call(dx[1], dy1);
+      stream.synchronize();
+      for (int i = 0; i < 2; ++i) {
+        const auto y =
+            kjit::host::from_bytes(DType::F32, (i ? dy1 : dy0).to_host<unsigned char>(n * 4));
+        const auto err = kjit::host::compare(y, ref[i], 1e-4, 1e-4);
+        CAPTURE(grid);
+        CAPTURE(lag);
+        CAPTURE(i);
+        CHECK(err.nonfinite == 0);
+        CHECK(err.rel_l2 <= 1e-5);
+      }
+      ++runs;
+    }
+  }
+  ::unsetenv("KJIT_GN_PIPE_GRID");
+  ::unsetenv("KJIT_GN_PIPE_LAG");
+  CHECK(runs == 20);
+  // A value that is not a positive integer is refused by name when a plan is built.
+  ::setenv("KJIT_GN_PIPE_LAG", "-3", 1);
+  {
+    kjit::Runtime rt;
+    CHECK_THROWS_WITH_AS(kjit::ops::prepare_group_norm(rt, p, opt),
+                         doctest::Contains("KJIT_GN_PIPE_LAG='-3' must be a positive integer"),
+                         kjit::Error);
+  }
+  ::unsetenv("KJIT_GN_PIPE_LAG");
+}
+
+// Two cooperative problems with different chunk counts and a pipelined one alternate on one
+// stream, in a graph replayed many times and in direct calls: the barrier words are shared and
+// must reset each time.
+TEST_CASE("group_norm: cooperative and pipelined plans alternating on one stream, in graphs too") {
   auto& rt = runtime();
   if (rt.props().cc() < 70) return;
   kjit::Stream stream(rt);
@@ -490,12 +605,16 @@ TEST_CASE("group_norm: cooperative plans alternating on one stream, in and out o
   };
   std::vector<std::unique_ptr<Run>> runs;
   int k = 0;
-  for (auto [shape, g, t] : {std::tuple{std::vector<int64_t>{1, 64, 256, 256}, 16, DType::BF16},
-                             std::tuple{std::vector<int64_t>{2, 12, 40000}, 3, DType::F32}}) {
+  // The third runs pipelined: its counters share the stream's barrier words with the others'.
+  for (auto [shape, g, t, pipe] :
+       {std::tuple{std::vector<int64_t>{1, 64, 256, 256}, 16, DType::BF16, false},
+        std::tuple{std::vector<int64_t>{2, 12, 40000}, 3, DType::F32, false},
+        std::tuple{std::vector<int64_t>{2, 16, 65536}, 2, DType::F32, true}}) {
     auto r = std::make_unique<Run>();
     r->p = GroupNormProblem::from_shape(shape, g, t);
     for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(r->p, rt.props().cc()))
-      if (c.split && c.coop && c.threads == 256 && c.iters == (t == DType::F32 ? 8 : 4))
+      if ((pipe ? c.pipe : c.split && c.coop) && c.threads == 256 &&
+          c.iters == (t == DType::F32 ? (pipe ? 4 : 8) : 4))
         r->opt.config = c;
     REQUIRE(r->opt.config);
     const size_t n = static_cast<size_t>(r->p.N * r->p.C * r->p.S);
@@ -508,11 +627,13 @@ TEST_CASE("group_norm: cooperative plans alternating on one stream, in and out o
     r->dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, r->w));
     r->db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(t, r->b));
     r->dy = kjit::DeviceBuffer(rt, n * esz);
-    // Partials (8 bytes a chunk) and barrier words (8 bytes a group): a capture then runs coop.
+    // Partials (8 bytes a chunk) and barrier words (8 bytes a group); pipe also keeps a group's
+    // statistics (8 bytes) and two counters (8 bytes): a capture then runs coop or pipe.
     const int64_t groups = r->p.N * r->p.groups;
     CHECK(kjit::ops::reserve_group_norm_workspace(rt, r->p, r->opt, stream) ==
           static_cast<size_t>(8 * groups *
-                              (kjit::ops::group_norm_split_chunks(r->p, *r->opt.config) + 1)));
+                                  (kjit::ops::group_norm_split_chunks(r->p, *r->opt.config) + 1) +
+                              (pipe ? 8 * (groups + 2) : 0)));
     runs.push_back(std::move(r));
     ++k;
   }
@@ -541,7 +662,7 @@ TEST_CASE("group_norm: cooperative plans alternating on one stream, in and out o
   kjit::Graph graph(rt, stream, [&] {
     for (auto& r : runs) call(*r);
   });
-  CHECK(graph.nodes() == 2);  // one cooperative kernel per call
+  CHECK(graph.nodes() == 3);  // one kernel per call
   for (int i = 0; i < 20; ++i) graph.launch(stream);
   stream.synchronize();
   for (auto& r : runs) check(*r);
@@ -549,10 +670,11 @@ TEST_CASE("group_norm: cooperative plans alternating on one stream, in and out o
 
 // Cooperative grids from four streams at once, each stream with its own barrier words: the
 // register-held kernel (512 CTAs) and, on sm_90, the staged one (256 CTAs of 512 threads) compete
-// for the SMs. A grid the hardware placed only in part would spin at its barrier while another
-// held the rest of the SMs; the driver starts a cooperative grid only when all of it fits, and
-// this checks that every call still completes and is right.
-TEST_CASE("group_norm: cooperative plans on four streams at once") {
+// for the SMs, with the pipelined kernel's persistent grids (which wait for each other's items
+// but need no co-residency) among them. A grid the hardware placed only in part would spin at its
+// barrier while another held the rest of the SMs; the driver starts a cooperative grid only when
+// all of it fits, and this checks that every call still completes and is right.
+TEST_CASE("group_norm: cooperative and pipelined plans on four streams at once") {
   auto& rt = runtime();
   if (rt.props().cc() < 90) return;  // the heuristic picks both cooperative forms on sm_90
   struct Problem {
@@ -561,12 +683,14 @@ TEST_CASE("group_norm: cooperative plans on four streams at once") {
     kjit::DeviceBuffer dx, dw, db;
   };
   std::vector<std::unique_ptr<Problem>> probs;
-  for (DType t : {DType::BF16, DType::F32}) {
+  for (int k = 0; k < 3; ++k) {
+    const DType t = k == 0 ? DType::BF16 : DType::F32;
     auto pr = std::make_unique<Problem>();
-    pr->p = GroupNormProblem::from_shape({1, 128, 256, 256}, 32, t);
+    pr->p = k < 2 ? GroupNormProblem::from_shape({1, 128, 256, 256}, 32, t)
+                  : GroupNormProblem::from_shape({1, 128, 512, 512}, 32, t);
     const GroupNormConfig c = kjit::ops::prepare_group_norm(rt, pr->p);
     CAPTURE(c.describe());
-    REQUIRE(c.coop);
+    REQUIRE((k < 2 ? c.coop : c.pipe));
     const size_t n = static_cast<size_t>(pr->p.N * pr->p.C * pr->p.S);
     const auto x = kjit::host::random_normal(t, n, 1.f, 2.f, kjit_test::seed() + 61);
     const auto w = kjit::host::random_normal(t, 128, 1.f, 0.5f, 62);
@@ -603,10 +727,10 @@ TEST_CASE("group_norm: cooperative plans on four streams at once") {
   std::vector<std::future<void>> jobs;
   for (int t = 0; t < kThreads; ++t) jobs.push_back(std::async(std::launch::async, worker, t));
   for (auto& j : jobs) {
-    // 200 calls of ~20 us each: seconds would mean grids waiting on each other for good, and a
+    // 300 calls of 20-100 us each: seconds would mean grids waiting on each other for good, and a
     // GPU stuck that way cannot be recovered from inside the process.
     if (j.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-      std::fprintf(stderr, "cooperative GroupNorm calls on four streams hung for 60 s\n");
+      std::fprintf(stderr, "cooperative/pipelined GroupNorm calls on four streams hung for 60 s\n");
       std::_Exit(3);
     }
     j.get();
@@ -705,22 +829,44 @@ TEST_CASE("group_norm: a cooperative plan captured on a stream with partials onl
   CHECK(call.run(stream) == 1);  // the cooperative kernel
 }
 
-// The staged cooperative plan (1x128x256x256 f32) in a graph: without the stream's workspaces
-// the capture runs the streamed fallback; reserving gives it a partial per CTA (8 slices for
-// each of the 32 groups) and two barrier words per group, and the graph then holds the coop
-// kernel. Both graphs are replayed and checked.
-TEST_CASE("group_norm: a staged cooperative plan in CUDA graphs, before and after reserving") {
-  if (runtime().props().cc() < 90) return;
+namespace {
+
+// A plan of p (its heuristic config must pass `is`) in a CUDA graph: without the stream's
+// workspaces the capture runs the one-kernel fallback; reserving gives the stream `bytes`, and the
+// graph then holds the plan's own kernel. Both graphs are replayed and checked.
+void capture_before_and_after_reserving(const GroupNormProblem& p,
+                                        bool (*is)(const GroupNormConfig&), size_t bytes,
+                                        uint64_t seed) {
   kjit::Runtime rt;  // none of its streams has a workspace yet
-  const GroupNormProblem p = GroupNormProblem::from_shape({1, 128, 256, 256}, 32, DType::F32);
   const GroupNormConfig c = kjit::ops::prepare_group_norm(rt, p);
   CAPTURE(c.describe());
-  REQUIRE((c.smem && c.coop && c.cluster == 8));
+  REQUIRE(is(c));
   kjit::Stream stream(rt);
-  CapturedCall call(rt, p, 71);
+  CapturedCall call(rt, p, seed);
   CHECK(call.run(stream) == 1);  // the fallback
-  CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) == 32 * 8 * 8 + 32 * 8);
-  CHECK(call.run(stream) == 1);  // the cooperative kernel
+  CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) == bytes);
+  CHECK(call.run(stream) == 1);  // the plan's kernel
+}
+
+}  // namespace
+
+// The staged cooperative plan (1x128x256x256 f32; streamed fallback): a partial per CTA (8
+// slices for each of the 32 groups) and two barrier words per group.
+TEST_CASE("group_norm: a staged cooperative plan in CUDA graphs, before and after reserving") {
+  if (runtime().props().cc() < 90) return;
+  capture_before_and_after_reserving(
+      GroupNormProblem::from_shape({1, 128, 256, 256}, 32, DType::F32),
+      [](const GroupNormConfig& c) { return c.smem && c.coop && c.cluster == 8; },
+      32 * 8 * 8 + 32 * 8, 71);
+}
+
+// The pipelined plan (1x128x512x512 f32; staged fallback): a partial per chunk (64 chunks of
+// 64 KB in each of the 32 groups), the groups' statistics, and its counters.
+TEST_CASE("group_norm: a pipelined plan in CUDA graphs, before and after reserving") {
+  if (runtime().props().cc() < 90) return;
+  capture_before_and_after_reserving(
+      GroupNormProblem::from_shape({1, 128, 512, 512}, 32, DType::F32),
+      [](const GroupNormConfig& c) { return c.pipe; }, (32 * 64 + 32) * 8 + (32 + 2) * 8, 81);
 }
 
 TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument") {

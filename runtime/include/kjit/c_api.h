@@ -27,8 +27,8 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
                             int64_t groups, int silu, int affine, int autotune, char* buf,
                             int64_t size);
 
-/* Give `stream` the workspaces a split or coop plan of this problem uses (see docs/API.md; coop
- * plans also need barrier words), so that a graph captured on it without a call beforehand runs
+/* Give `stream` the workspaces a split, coop or pipe plan of this problem uses (see docs/API.md;
+ * coop and pipe plans also need barrier words), so that a graph captured on it without a call beforehand runs
  * those kernels rather than the one-kernel fallback. Writes their size in bytes to *bytes when
  * not NULL (0: the plan needs no workspace). */
 int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,

@@ -1,4 +1,6 @@
 // GroupNorm op: validation, plan lookup (hot path), launch.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "cuda_driver.hpp"
@@ -64,10 +66,40 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                forced ? forced->iters : 0,
                forced ? forced->cluster : 0,
                forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2 |
-                         forced->split << 3 | forced->coop << 4)
+                         forced->split << 3 | forced->coop << 4 | forced->pipe << 5)
                       : 0,
                forced ? forced->held : 0};
 }
+
+namespace {
+
+// A pipe plan's persistent grid: as many CTAs as the device holds at once (fewer when there are
+// fewer chunks). S items run ahead by about one grid of chunks: the H200 sweep found that
+// better than half or twice as many (the read-ahead stays in L2; more of it evicts x before its
+// A item), and at least a group plus half a grid, so that a group's S items have finished by
+// the time its first A item is taken.
+// KJIT_GN_PIPE_GRID and KJIT_GN_PIPE_LAG override both (any grid is correct, and the kernel
+// raises a lag to a group's chunks and caps it at the tensor's): tests run the waits and the
+// kernel's clamps through them.
+void set_pipe_grid(const GroupNormProblem& p, GnPlan* plan) {
+  const int64_t chunks = plan->launch.grid.x;
+  const int64_t per_group = group_norm_split_chunks(p, plan->config);
+  const int64_t resident = plan->runnable ? plan->kernel.resident_ctas(plan->launch) : 0;
+  plan->runnable = resident > 0;
+  const int64_t forced_grid = env_positive("KJIT_GN_PIPE_GRID");
+  const int64_t grid = forced_grid ? std::min<int64_t>(forced_grid, INT32_MAX)
+                                   : std::clamp<int64_t>(resident, 1, chunks);
+  plan->launch.grid.x = static_cast<unsigned>(grid);
+  plan->pipe_chunks = static_cast<unsigned>(chunks);
+  const int64_t forced_lag = env_positive("KJIT_GN_PIPE_LAG");
+  plan->pipe_lag =
+      static_cast<unsigned>(forced_lag ? std::min<int64_t>(forced_lag, UINT32_MAX)
+                                       : std::min(chunks, std::max(grid, per_group + grid / 2)));
+  plan->partials_bytes = static_cast<size_t>(chunks + plan->num_groups) * 8;  // + group stats
+  plan->barrier_bytes = static_cast<size_t>(plan->num_groups + 2) * 8;        // even words
+}
+
+}  // namespace
 
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream) {
@@ -80,8 +112,9 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->groups = static_cast<int>(p.groups);
   plan->num_groups = p.N * p.groups;
   const int64_t teams = c.threads / c.team;
-  const int64_t ctas = c.split ? plan->num_groups * group_norm_split_chunks(p, c)
-                               : (plan->num_groups + teams - 1) / teams * c.cluster;
+  const int64_t chunks = plan->num_groups * group_norm_split_chunks(p, c);  // split, pipe
+  const int64_t ctas =
+      c.split || c.pipe ? chunks : (plan->num_groups + teams - 1) / teams * c.cluster;
   if (ctas > INT32_MAX)
     bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
   plan->launch.grid.x = static_cast<unsigned>(ctas);
@@ -96,6 +129,7 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   if (c.needs_workspace())
     plan->partials_bytes = static_cast<size_t>(ctas) * 8;                       // a float2 per CTA
   if (c.coop) plan->barrier_bytes = static_cast<size_t>(plan->num_groups) * 8;  // 2 words
+  if (c.pipe) set_pipe_grid(p, plan.get());
   if (c.split && !c.coop) {
     plan->apply = rt.kernel(specs[1], stream);
     plan->runnable = plan->runnable && plan->apply.fits(plan->launch);
@@ -135,6 +169,13 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     if (plan.barrier_bytes)
       bar = ws->barriers.get(rt, stream, plan.barrier_bytes, "group_norm", kReserveHint);
   }
+  if (plan.config.pipe) {
+    unsigned n = plan.pipe_chunks, lag = plan.pipe_lag;
+    void* params[] = {const_cast<void**>(&x), &y,   &part,   &bar, const_cast<void**>(&w),
+                      const_cast<void**>(&b), &eps, &groups, &n,   &lag};
+    plan.kernel.launch(stream, plan.launch, params);
+    return;
+  }
   if (plan.config.coop) {
     void* params[] = {const_cast<void**>(&x), &y,   &part,  &bar, const_cast<void**>(&w),
                       const_cast<void**>(&b), &eps, &groups};
@@ -156,7 +197,7 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
 
 namespace {
 
-// A split or coop plan also loads a one-kernel config: group_norm_capture_fallback, which
+// A split, coop or pipe plan also loads a one-kernel config: group_norm_capture_fallback, which
 // kjit-precompile compiles next to the split pair, else (a device that cannot schedule it) the
 // first other non-split candidate that loads and fits.
 std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,

@@ -77,7 +77,7 @@ bool fit_cta(int64_t m, int vec, int max_threads, int max_floats, int* threads, 
 }
 
 void set_smem_affine(const GroupNormProblem& p, GroupNormConfig* c) {
-  if (c->smem || c->split) {  // the staged kernel always keeps them there; split: unused
+  if (c->smem || c->split || c->pipe) {  // staged: always kept there; split, pipe: unused
     c->smem_affine = true;
     return;
   }
@@ -121,6 +121,24 @@ GroupNormConfig split_config(const GroupNormProblem& p, bool aligned, int thread
   c.threads = c.team = threads;
   c.iters = iters;
   c.cluster = 1;
+  return c;
+}
+
+// The pipelined form: NCHW, sm_70 (acquire/release atomics), groups of >= 32768 vectors (the
+// only ones it could help), and ticket numbers (two per chunk) within 32 bits.
+constexpr int64_t kMaxPipeChunks = int64_t{1} << 30;
+
+bool pipe_eligible(const GroupNormProblem& p, int cc, bool aligned) {
+  const int64_t nvec = group_len(p) / vec_width(p, aligned);
+  return cc >= 70 && p.layout == Layout::NCHW && nvec >= 32768 &&
+         p.N * p.groups * ceil_div(nvec, 1024) <= kMaxPipeChunks;  // the smallest chunks
+}
+
+// The split pair's chunking, in one pipelined launch.
+GroupNormConfig pipe_config(const GroupNormProblem& p, bool aligned, int threads, int iters) {
+  GroupNormConfig c = split_config(p, aligned, threads, iters);
+  c.split = false;
+  c.pipe = true;
   return c;
 }
 
@@ -175,7 +193,7 @@ std::string GroupNormConfig::describe() const {
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
          " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") + (smem ? " smem" : "") +
          (held > 0 ? " held=" + std::to_string(held) : "") + (split ? " split" : "") +
-         (coop ? " coop" : "") + (smem_affine ? "" : " gmem-affine");
+         (coop ? " coop" : "") + (pipe ? " pipe" : "") + (smem_affine ? "" : " gmem-affine");
 }
 
 GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape, int64_t groups,
@@ -282,12 +300,23 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
     set_smem_affine(p, &c);
     return c;
   }
+  // fp32 groups of more than 2 MB in a tensor L2 cannot hold: one pipelined launch, chunks of
+  // 64 KB (512 threads holding 8 vectors each, 2 CTAs per SM). H200 sweep (kjit-bench --sweep,
+  // device us): 1x128x512x512/G32 92.8 against 95.0 in 32 KB chunks and 107.2 staged in 16-CTA
+  // clusters (torch.compile 105.7); 1x64x1024x1024/G32 180.3 against 204.8 and 214.7 streamed;
+  // 1x128x1024x1024/G32 390.0 against 440.1 and 420.5 streamed. At 2 MB (1x256x256x256) 50.2
+  // against 49.7 staged: staging keeps those. bf16 gained nothing (1x128x512x512: 62.5 vs 63.8).
+  if (allow_split && cc >= 90 && dtype_size(p.dtype) == 4 && nvec > 131072 &&
+      vec_width(p, aligned) == 4 && !fits_stream_l2(p) && pipe_eligible(p, cc, aligned)) {
+    return pipe_config(p, aligned, 512, 8);
+  }
   // 4-byte types in 512-thread CTAs that hold 8 (slices of 64-128 KB) or 16 (128-256 KB) vectors
   // per thread in registers and stage the rest in shared memory: groups of 8192-16384 vectors
   // (128-256 KB) in pairs, groups of 1-4 MB in 16-CTA clusters (17-33 of these in a tensor L2
   // keeps stream instead, above). H200 sweeps: 16x512x64x64 f32 77.4 us vs 79.0 for 8-CTA
   // clusters, 2x320x64x64 f32 10.9 vs 11.8; 1x256x256x256/G32 f32 50.6 vs 57.2 for the best
-  // streaming config (torch.compile 56.7), 1x128x512x512/G32 f32 108.3 vs 111.8.
+  // streaming config (torch.compile 56.7), 1x128x512x512/G32 f32 108.3 vs 111.8 (now pipelined,
+  // above; this is its capture fallback).
   if (smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4) {
     const bool pair = nvec > 8192 && nvec <= 16384;
     if (pair || (nvec > 65536 && nvec <= 262144)) {
@@ -381,6 +410,23 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
     bad("coop with smem staging needs cluster >= 2 CTAs per group to meet, not " +
         std::to_string(c.cluster));
   if (c.coop && cc < 70) bad("coop needs sm_70 (acquire/release atomics)");
+  if (c.pipe) {
+    if (cc < 70) bad("pipe needs sm_70 (acquire/release atomics)");
+    if (p.layout != Layout::NCHW) bad("pipe needs NCHW");
+    if (c.split || c.coop || c.smem || c.stream || c.held != 0 || c.cluster != 1 ||
+        c.team != c.threads)
+      bad("pipe takes chunks of threads * iters vectors a CTA at a time: cluster = 1, team = "
+          "threads, no split, coop, streaming or staging");
+    if (int64_t{c.iters} * c.vec > 64)
+      bad("iters * vec = " + std::to_string(int64_t{c.iters} * c.vec) +
+          " held per thread exceeds 64");
+    if (c.threads > 512) bad("pipe needs threads <= 512, not " + std::to_string(c.threads));
+    const int64_t chunks = p.N * p.groups * group_norm_split_chunks(p, c);
+    if (chunks > kMaxPipeChunks)
+      bad("pipe cuts the tensor into " + std::to_string(chunks) +
+          " chunks of threads * iters vectors, more than 2^30 (two 32-bit tickets per chunk)");
+    return;
+  }
   if (c.split) {
     if (p.layout != Layout::NCHW) bad("split needs NCHW");
     if (c.cluster != 1 || c.stream || c.smem || c.team != c.threads)
@@ -494,11 +540,12 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   const GroupNormConfig first = group_norm_heuristic(p, cc, aligned);
   std::vector<GroupNormConfig> out{first};
   // The register-held variants below start from the heuristic's one-kernel choice, minus the
-  // staging. A heuristic that needs a workspace (split, coop) has its capture fallback second.
+  // staging. A heuristic that needs a workspace (split, coop, pipe) has its capture fallback
+  // second.
   const GroupNormConfig one_kernel =
       first.needs_workspace() ? group_norm_capture_fallback(p, cc, aligned) : first;
   GroupNormConfig h = one_kernel;
-  h.smem = h.split = h.coop = false;  // one_kernel has none of them: kept false explicitly
+  h.smem = h.split = h.coop = h.pipe = false;  // one_kernel has none: kept false explicitly
   h.held = 0;
   auto add = [&](GroupNormConfig c) {
     set_smem_affine(p, &c);
@@ -553,6 +600,13 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   // Two kernels, or one cooperative kernel: chunks of 4-32 KB, at most kMaxSplitChunks per
   // group. A cooperative grid the device cannot hold at once is skipped by the plan (fits);
   // the barrier needs sm_70.
+  // The pipelined form: chunks of 16-64 KB (fp32), at most 32 values per thread (64 registers
+  // keep 4 CTAs of 256 threads on an SM).
+  if (pipe_eligible(p, cc, aligned)) {
+    for (int threads : {256, 512})
+      for (int iters : {4, 8})
+        if (iters * h.vec <= 32) add(pipe_config(p, aligned, threads, iters));
+  }
   if (split_eligible(p, aligned)) {
     for (bool coop : {false, true}) {
       if (coop && cc < 70) break;
@@ -567,12 +621,12 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
 }
 
 int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig& c) {
-  if (!c.split) return 0;
+  if (!c.split && !c.pipe) return 0;
   return ceil_div(group_len(p) / c.vec, int64_t{c.threads} * c.iters);
 }
 
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c) {
-  if (c.split) return 0;  // static shared memory only
+  if (c.split || c.pipe) return 0;  // static shared memory only
   const bool affine = p.has_weight || p.has_bias;
   const int64_t cg = p.C / p.groups;
   if (c.smem) {
@@ -587,7 +641,7 @@ int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& 
 
 namespace {
 
-// gn_apply's and gn_coop's template arguments, which they share up to kSilu.
+// gn_apply's, gn_coop's and gn_pipe_fwd's template arguments, which they share up to kSilu.
 Spec chunk_apply_spec(const char* header, const char* fn, const GroupNormProblem& p,
                       const GroupNormConfig& c) {
   Spec s(header, fn);
@@ -610,6 +664,7 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
   const bool affine = p.has_weight || p.has_bias;
   if (c.coop && !c.smem)
     return {chunk_apply_spec("kjit/group_norm_coop.cuh", "kjit::gn_coop", p, c)};
+  if (c.pipe) return {chunk_apply_spec("kjit/group_norm_pipe.cuh", "kjit::gn_pipe_fwd", p, c)};
   if (c.split) {
     const bool keep = fits_stream_l2(p);
     Spec partials("kjit/group_norm_split.cuh", "kjit::gn_partials");

@@ -22,12 +22,16 @@ struct GnKey {
 };
 
 struct GnPlan {
-  Kernel kernel;  // config.split: gn_partials (with coop: gn_coop); smem coop: gn_coop_smem
+  // config.split: gn_partials (with coop: gn_coop); smem coop: gn_coop_smem; pipe: gn_pipe_fwd
+  Kernel kernel;
   LaunchConfig launch;
   Kernel apply;               // config.split without coop: gn_apply, with the same launch
-  size_t partials_bytes = 0;  // split or coop: the stream workspace it needs
-  size_t barrier_bytes = 0;   // config.coop: the stream's barrier words it needs
-  // split or coop: the one-kernel plan run inside a capture on a stream with no workspace yet.
+  size_t partials_bytes = 0;  // split, coop or pipe: the stream workspace it needs
+  size_t barrier_bytes = 0;   // config.coop or pipe: the stream's barrier words it needs
+  unsigned pipe_chunks = 0;   // config.pipe: chunks in the tensor (grid: what the device holds)
+  unsigned pipe_lag = 0;      // config.pipe: how many chunks S items run ahead of A items
+  // split, coop or pipe: the one-kernel plan run inside a capture on a stream with no workspace
+  // yet.
   std::unique_ptr<GnPlan> fallback;
   GroupNormConfig config;
   int groups = 0;
@@ -52,9 +56,10 @@ struct GnArgs {
 
 using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
 
-// Split plans' per-stream workspaces: partial statistics, and coop's barrier words, kept apart
-// because the barrier words must stay zero between calls (group_barrier.cuh), which another
-// problem's partials written over them would break.
+// Split plans' per-stream workspaces: partial statistics, and coop's and pipe's barrier words,
+// kept apart because the barrier words' even-indexed ones must be zero between calls
+// (group_barrier.cuh, group_norm_pipe.cuh), which another problem's partials written over them
+// would break. (The odd ones are coop's generations: any value.)
 struct GnWorkspaces {
   kjit::detail::StreamWorkspaces partials;
   kjit::detail::StreamWorkspaces barriers{true};  // zeroed when allocated

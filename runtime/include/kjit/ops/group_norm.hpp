@@ -66,9 +66,15 @@ struct GroupNormConfig {
   // With smem: the group's `cluster` CTAs (2..64, no hardware cluster) each stage a slice and
   // meet the same way, in one cooperative launch.
   bool coop = false;
-  // Split and coop plans keep partial statistics (and coop barrier words) in a per-stream
-  // workspace (reserve_group_norm_workspace).
-  bool needs_workspace() const { return split || coop; }
+  // One pipelined launch (NCHW, sm_70+), for large groups in tensors L2 cannot hold: a persistent
+  // grid (as many CTAs as the device holds at once) takes chunks of threads * iters vectors in
+  // ticket order, reading each chunk for its partial statistics and, a fixed number of chunks
+  // later, again from L2 to write y once its group's statistics are complete. HBM reads of later
+  // groups overlap the writes of earlier ones: one read of x from HBM, one write of y.
+  bool pipe = false;
+  // Split, coop and pipe plans keep partial statistics (and coop and pipe counters) in a
+  // per-stream workspace (reserve_group_norm_workspace).
+  bool needs_workspace() const { return split || coop || pipe; }
   std::string describe() const;
 };
 
@@ -91,11 +97,11 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt = {});
 
-// A split or coop config (GroupNormConfig::needs_workspace) keeps its partial statistics (and
-// coop its barrier words) in kjit's workspace for the stream, allocated by the first call on that
-// stream. Inside a graph capture on a stream that has none yet, a call runs the best one-kernel
-// config instead (same results, slower): call this before capturing to give the stream its
-// workspace, so the graph runs the split or cooperative kernels. A graph captured that way uses
+// A split, coop or pipe config (GroupNormConfig::needs_workspace) keeps its partial statistics
+// (and coop and pipe their counters) in kjit's workspace for the stream, allocated by the first
+// call on that stream. Inside a graph capture on a stream that has none yet, a call runs the best
+// one-kernel config instead (same results, slower): call this before capturing to give the stream
+// its workspace, so the graph runs the split or cooperative kernels. A graph captured that way uses
 // that stream's workspace whenever it is replayed. Returns its size in bytes (0 when p's config
 // needs none).
 size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
@@ -120,8 +126,8 @@ void validate_call(const GroupNormProblem& p, const void* x, const void* y, cons
 // Throws InvalidArgument when config c cannot compute p correctly on a device of compute
 // capability cc with (un)aligned pointers, naming the field and the rule it breaks.
 void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned);
-// A split config's chunks per group (one CTA each in both kernels; 8 workspace bytes each);
-// 0 for other configs.
+// A split or pipe config's chunks per group (split: one CTA each in both kernels; 8 workspace
+// bytes each); 0 for other configs.
 int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig& c);
 // Dynamic shared memory a launch of c for p needs, in bytes.
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c);
