@@ -1,10 +1,12 @@
 // Shared by the few-large-groups experiments: error check, graph-replay timing, launch helper.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CK(x)                                                                \
@@ -101,4 +103,58 @@ __global__ void copy_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, 
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nvec;
        i += (long long)gridDim.x * blockDim.x)
     y[i] = x[i];
+}
+
+// Shared by the GroupNorm experiments (two_kernel.cu, pipelined.cu): 16-byte packs of float or
+// bf16, conversions, loads with an L2 policy, and a CTA sum.
+template <class T>
+struct V16 {
+  T v[16 / sizeof(T)];
+};
+__device__ __forceinline__ float to_f(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+
+__device__ __forceinline__ unsigned long long l2_policy(bool keep) {
+  unsigned long long p;
+  if (keep)
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+template <class T>
+__device__ __forceinline__ V16<T> load(const T* p, unsigned long long policy) {
+  uint4 u;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+               : "l"(p), "l"(policy));
+  V16<T> r;
+  memcpy(&r, &u, 16);
+  return r;
+}
+
+template <int kThreads>
+__device__ float block_sum(float v, float* red) {
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) s += red[i];
+  return s;
 }
