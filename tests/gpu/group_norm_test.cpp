@@ -513,26 +513,41 @@ TEST_CASE("group_norm: every pipelined candidate over named and random shapes") 
   MESSAGE(runs << " pipelined (case, config) runs");
 }
 
-// The pipelined kernel with grids and lags the heuristic never picks (KJIT_GN_PIPE_GRID,
-// KJIT_GN_PIPE_LAG): one CTA doing every item in ticket order, a few CTAs, more CTAs than chunks
-// and than the device holds at once; lags below a group's chunks (the kernel raises them), one
-// group, a few, and beyond the tensor (all S items first). Small lags make A items wait for
-// their group's statistics. Each plan runs two inputs back to back on one stream: statistics
-// left from the first call would spoil the second.
-TEST_CASE("group_norm: pipelined plans over forced grids and lags") {
-  if (runtime().props().cc() < 70) return;
-  const GroupNormProblem p = GroupNormProblem::from_shape({4, 32, 256, 256}, 8, DType::F32);
+namespace {
+
+// Sets KJIT_GN_PIPE_GRID and KJIT_GN_PIPE_LAG (null: unset) while it lives, so that a failing
+// check cannot leave them set for the tests after it.
+struct PipeEnv {
+  PipeEnv(const char* grid, const char* lag) {
+    set("KJIT_GN_PIPE_GRID", grid);
+    set("KJIT_GN_PIPE_LAG", lag);
+  }
+  ~PipeEnv() {
+    ::unsetenv("KJIT_GN_PIPE_GRID");
+    ::unsetenv("KJIT_GN_PIPE_LAG");
+  }
+  static void set(const char* name, const char* v) {
+    if (v)
+      ::setenv(name, v, 1);
+    else
+      ::unsetenv(name);
+  }
+};
+
+// Runs p through its pipe candidate of `threads` x `iters` (per_group chunks a group) over every
+// forced grid and lag, two inputs back to back on one stream per plan; returns the plans run.
+int run_forced_pipe(const GroupNormProblem& p, int threads, int iters, int64_t per_group,
+                    const std::vector<const char*>& grids, const std::vector<const char*>& lags) {
   GroupNormConfig cfg;
   for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, runtime().props().cc()))
-    if (c.pipe && c.threads == 256 && c.iters == 4) cfg = c;  // 16 KB chunks
+    if (c.pipe && c.threads == threads && c.iters == iters) cfg = c;
   REQUIRE(cfg.pipe);
-  const int64_t per_group = kjit::ops::group_norm_split_chunks(p, cfg);
-  REQUIRE(per_group == 64);  // 2048 chunks in all
-  const size_t n = static_cast<size_t>(p.N * p.C * p.S);
+  REQUIRE(kjit::ops::group_norm_split_chunks(p, cfg) == per_group);
+  const size_t n = static_cast<size_t>(p.N * p.C * p.S), c = static_cast<size_t>(p.C);
   std::vector<kjit::DeviceBuffer> dx;
   std::vector<std::vector<double>> ref;
-  const auto w = kjit::host::random_normal(DType::F32, 32, 1.f, 0.5f, 91);
-  const auto b = kjit::host::random_normal(DType::F32, 32, 0.f, 0.5f, 92);
+  const auto w = kjit::host::random_normal(DType::F32, c, 1.f, 0.5f, 91);
+  const auto b = kjit::host::random_normal(DType::F32, c, 0.f, 0.5f, 92);
   for (int i = 0; i < 2; ++i) {
     const auto x = kjit::host::random_normal(DType::F32, n, i ? -2.f : 3.f, i ? 0.5f : 2.f,
                                              kjit_test::seed() + 93 + i);
@@ -541,31 +556,27 @@ TEST_CASE("group_norm: pipelined plans over forced grids and lags") {
   }
   const auto dw = kjit::DeviceBuffer::from_host(runtime(), kjit::host::to_bytes(DType::F32, w));
   const auto db = kjit::DeviceBuffer::from_host(runtime(), kjit::host::to_bytes(DType::F32, b));
-  kjit::DeviceBuffer dy0(runtime(), n * 4), dy1(runtime(), n * 4);
+  std::vector<kjit::DeviceBuffer> dy;
+  for (int i = 0; i < 2; ++i) dy.emplace_back(runtime(), n * 4);
   kjit::ops::GroupNormOptions opt;
   opt.config = cfg;
   int runs = 0;
-  for (const char* grid : {"1", "3", "700", "5000"}) {
-    for (const char* lag : {"1", "64", "100", "2048", "999999"}) {
-      ::setenv("KJIT_GN_PIPE_GRID", grid, 1);
-      ::setenv("KJIT_GN_PIPE_LAG", lag, 1);
+  for (const char* grid : grids) {
+    for (const char* lag : lags) {
+      const PipeEnv env(grid, lag);
       kjit::Runtime rt;  // plans are per runtime: this one's is built with the variables above
       kjit::Stream stream(rt);
-      dy0.fill_bytes(0xFF);
-      dy1.fill_bytes(0xFF);
+      for (auto& y : dy) y.fill_bytes(0xFF);
       kjit::synchronize(runtime());
-      auto call = [&](const kjit::DeviceBuffer& x, kjit::DeviceBuffer& y) {
-        kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(x.ptr()),
-                              reinterpret_cast<void*>(y.ptr()), reinterpret_cast<void*>(dw.ptr()),
-                              reinterpret_cast<void*>(db.ptr()), opt, stream);
-      };
-      call(dx[0], dy0);
-      call(dx[1], dy1);
+      for (int i = 0; i < 2; ++i)
+        kjit::ops::group_norm(
+            rt, p, reinterpret_cast<void*>(dx[i].ptr()), reinterpret_cast<void*>(dy[i].ptr()),
+            reinterpret_cast<void*>(dw.ptr()), reinterpret_cast<void*>(db.ptr()), opt, stream);
       stream.synchronize();
       for (int i = 0; i < 2; ++i) {
-        const auto y =
-            kjit::host::from_bytes(DType::F32, (i ? dy1 : dy0).to_host<unsigned char>(n * 4));
+        const auto y = kjit::host::from_bytes(DType::F32, dy[i].to_host<unsigned char>(n * 4));
         const auto err = kjit::host::compare(y, ref[i], 1e-4, 1e-4);
+        CAPTURE(p.describe());
         CAPTURE(grid);
         CAPTURE(lag);
         CAPTURE(i);
@@ -575,18 +586,35 @@ TEST_CASE("group_norm: pipelined plans over forced grids and lags") {
       ++runs;
     }
   }
-  ::unsetenv("KJIT_GN_PIPE_GRID");
-  ::unsetenv("KJIT_GN_PIPE_LAG");
-  CHECK(runs == 20);
+  return runs;
+}
+
+}  // namespace
+
+// The pipelined kernel with grids and lags the heuristic never picks (KJIT_GN_PIPE_GRID,
+// KJIT_GN_PIPE_LAG): one CTA doing every item in ticket order, a few CTAs, more CTAs than chunks
+// and than the device holds at once; lags below a group's chunks (the kernel raises them), one
+// group, a few, and beyond the tensor (all S items first). Small lags make A items wait for
+// their group's statistics. Each plan runs two inputs back to back on one stream: statistics
+// left from the first call would spoil the second. Groups of 64 chunks are merged by one warp,
+// groups of 256 by the whole CTA.
+TEST_CASE("group_norm: pipelined plans over forced grids and lags") {
+  if (runtime().props().cc() < 70) return;
+  CHECK(run_forced_pipe(GroupNormProblem::from_shape({4, 32, 256, 256}, 8, DType::F32), 256, 4, 64,
+                        {"1", "3", "700", "5000"}, {"1", "64", "100", "2048", "999999"}) == 20);
+  CHECK(run_forced_pipe(GroupNormProblem::from_shape({1, 128, 512, 512}, 32, DType::F32), 256, 4,
+                        256, {"1", "5", "5000"}, {"1", "257", "8192"}) == 9);
   // A value that is not a positive integer is refused by name when a plan is built.
-  ::setenv("KJIT_GN_PIPE_LAG", "-3", 1);
-  {
-    kjit::Runtime rt;
-    CHECK_THROWS_WITH_AS(kjit::ops::prepare_group_norm(rt, p, opt),
-                         doctest::Contains("KJIT_GN_PIPE_LAG='-3' must be a positive integer"),
-                         kjit::Error);
-  }
-  ::unsetenv("KJIT_GN_PIPE_LAG");
+  const PipeEnv env(nullptr, "-3");
+  kjit::Runtime rt;
+  kjit::ops::GroupNormOptions opt;
+  const GroupNormProblem p = GroupNormProblem::from_shape({1, 128, 512, 512}, 32, DType::F32);
+  for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, rt.props().cc()))
+    if (c.pipe) opt.config = c;
+  REQUIRE(opt.config);
+  CHECK_THROWS_WITH_AS(kjit::ops::prepare_group_norm(rt, p, opt),
+                       doctest::Contains("KJIT_GN_PIPE_LAG='-3' must be a positive integer"),
+                       kjit::Error);
 }
 
 // Two cooperative problems with different chunk counts and a pipelined one alternate on one

@@ -87,7 +87,9 @@ void set_pipe_grid(const GroupNormProblem& p, GnPlan* plan) {
   const int64_t resident = plan->runnable ? plan->kernel.resident_ctas(plan->launch) : 0;
   plan->runnable = resident > 0;
   const int64_t forced_grid = env_positive("KJIT_GN_PIPE_GRID");
-  const int64_t grid = forced_grid ? std::min<int64_t>(forced_grid, INT32_MAX)
+  // Tickets run to 2 * chunks + grid: within 32 bits for chunks <= 2^30 (validate_config) and a
+  // grid <= 2^30.
+  const int64_t grid = forced_grid ? std::min<int64_t>(forced_grid, int64_t{1} << 30)
                                    : std::clamp<int64_t>(resident, 1, chunks);
   plan->launch.grid.x = static_cast<unsigned>(grid);
   plan->pipe_chunks = static_cast<unsigned>(chunks);
