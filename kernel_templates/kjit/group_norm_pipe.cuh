@@ -7,7 +7,8 @@
 // reads chunk c of x (asking L2 to keep it) and publishes the chunk's (mean, M2); A(c) reads the
 // chunk again, from L2, waits until its group's statistics are complete, and writes y. The
 // tickets interleave S items `lag` chunks ahead of A items, so HBM reads of later groups overlap
-// the stores of earlier ones, as in a copy. HBM traffic: one read of x, one write of y.
+// the stores of earlier ones, as in a copy. HBM traffic: one read of x, one write of y, while a
+// group and the lag fit in L2 (a larger group is read from HBM twice, as by any one-pass order).
 //
 // Forward progress without a cooperative launch (any grid size, any residency, MPS limits): a
 // CTA takes a ticket only while it runs, and an item waits only for S items of smaller tickets
@@ -30,10 +31,11 @@ namespace gn_pipe {
 
 // Item t of 2 * n (n chunks, `per_group` to a group): the first `lag` tickets are S(0..lag-1),
 // then S and A alternate (S(lag + k), A slot k), then the last lag A slots. A slot k applies a
-// chunk of slot k's group, in reverse: the chunks read last are applied first, while L2 still
-// has them (a group larger than L2, read whole before any of it is applied, then gets its
-// last part from L2 instead of all of it from HBM). Slot k's ticket is the same either way, so
-// the order keeps the wait-only-for-earlier-tickets property.
+// chunk of slot k's group, in reverse: the chunks read last are applied first, while L2 is most
+// likely to still have them. (Meant for groups larger than L2; on the H200 it measured no
+// different from in order, 65.6 against 64.4 us for one 64 MB group, and costs nothing.) Slot
+// k's ticket is the same either way, so the order keeps the wait-only-for-earlier-tickets
+// property.
 __forceinline__ void item_of(unsigned t, unsigned n, unsigned lag, unsigned per_group, bool* apply,
                              unsigned* c) {
   unsigned k;
