@@ -185,15 +185,24 @@ TEST_CASE("first launches of one kernel with different shared sizes race safely"
   }
 }
 
-TEST_CASE("fits() says whether the device can run a launch shape") {
-  auto& rt = runtime();
+namespace {
+
+// A kernel that uses 100 KB of dynamic shared memory, and a launch of it: `grid` CTAs of 256.
+kjit::Kernel big_smem_kernel(kjit::Runtime& rt, unsigned grid, kjit::LaunchConfig* cfg) {
   kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_big_smem");
   s.value(100 * 1024);
-  kjit::Kernel k = rt.kernel(s);
+  cfg->grid.x = grid;
+  cfg->block.x = 256;
+  cfg->shared_bytes = 100 * 1024;
+  return rt.kernel(s);
+}
+
+}  // namespace
+
+TEST_CASE("fits() says whether the device can run a launch shape") {
+  auto& rt = runtime();
   kjit::LaunchConfig cfg;
-  cfg.grid.x = 8;
-  cfg.block.x = 256;
-  cfg.shared_bytes = 100 * 1024;
+  kjit::Kernel k = big_smem_kernel(rt, 8, &cfg);
   CHECK(k.fits(cfg));  // raises the 48 KB default limit, as a launch would
   cfg.shared_bytes = static_cast<unsigned>(rt.props().max_smem_per_block_optin) + 1024;
   CHECK_FALSE(k.fits(cfg));  // more shared memory than a block may have
@@ -215,6 +224,32 @@ TEST_CASE("fits() says whether the device can run a launch shape") {
   cfg.grid.x = static_cast<unsigned>(rt.props().sm_count) * 9;  // 2304 threads on an SM: > 2048
   CHECK_FALSE(k.fits(cfg));
   CHECK_KJIT_ERROR(kjit::Kernel().fits(cfg), kjit::Errc::InvalidArgument);
+}
+
+TEST_CASE("resident_ctas() counts what a persistent grid may launch, as fits() does") {
+  auto& rt = runtime();
+  kjit::LaunchConfig cfg;
+  kjit::Kernel k = big_smem_kernel(rt, 1, &cfg);  // at most two CTAs per SM (228 KB of smem)
+  const int64_t sms = rt.props().context_sm_count;
+  const int64_t n = k.resident_ctas(cfg);
+  CHECK(n > 0);
+  CHECK(n % sms == 0);
+  CHECK(n <= 2 * sms);
+  // The same count bounds a cooperative grid: that many fit at once, one more does not.
+  cfg.cooperative = true;
+  cfg.grid.x = static_cast<unsigned>(n);
+  CHECK(k.fits(cfg));
+  cfg.grid.x = static_cast<unsigned>(n + 1);
+  CHECK_FALSE(k.fits(cfg));
+  cfg.cooperative = false;
+  cfg.shared_bytes = static_cast<unsigned>(rt.props().max_smem_per_block_optin) + 1024;
+  CHECK(k.resident_ctas(cfg) == 0);  // more shared memory than a block may have
+  cfg.shared_bytes = 0;
+  cfg.cluster.x = 2;
+  cfg.grid.x = 2;
+  CHECK_KJIT_ERROR(k.resident_ctas(cfg), kjit::Errc::InvalidArgument);  // clusters: not counted
+  cfg.cluster.x = 1;
+  CHECK_KJIT_ERROR(kjit::Kernel().resident_ctas(cfg), kjit::Errc::InvalidArgument);
 }
 
 TEST_CASE("a zero dimension or a grid of partial clusters is an InvalidArgument") {

@@ -84,7 +84,7 @@ namespace {
 void set_pipe_grid(const GroupNormProblem& p, GnPlan* plan) {
   const int64_t chunks = plan->launch.grid.x;
   const int64_t per_group = group_norm_split_chunks(p, plan->config);
-  const int64_t resident = plan->runnable ? plan->kernel.resident_ctas(plan->launch) : 0;
+  const int64_t resident = plan->kernel.resident_ctas(plan->launch);
   plan->runnable = resident > 0;
   const int64_t forced_grid = env_positive("KJIT_GN_PIPE_GRID");
   // Tickets run to 2 * chunks + grid: within 32 bits for chunks <= 2^30 (validate_config) and a
@@ -127,11 +127,14 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->launch.cooperative = c.coop;
   const std::vector<Spec> specs = group_norm_specs(p, c);
   plan->kernel = rt.kernel(specs[0], stream);
+  if (c.pipe) {
+    set_pipe_grid(p, plan.get());  // grid, workspace and runnable from the device's occupancy
+    return plan;
+  }
   plan->runnable = plan->kernel.fits(plan->launch);
   if (c.needs_workspace())
     plan->partials_bytes = static_cast<size_t>(ctas) * 8;                       // a float2 per CTA
   if (c.coop) plan->barrier_bytes = static_cast<size_t>(plan->num_groups) * 8;  // 2 words
-  if (c.pipe) set_pipe_grid(p, plan.get());
   if (c.split && !c.coop) {
     plan->apply = rt.kernel(specs[1], stream);
     plan->runnable = plan->runnable && plan->apply.fits(plan->launch);

@@ -597,9 +597,6 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
   }
   add_smem_candidates(p, cc, aligned, add);
   add_smem_coop_candidates(p, cc, aligned, add);
-  // Two kernels, or one cooperative kernel: chunks of 4-32 KB, at most kMaxSplitChunks per
-  // group. A cooperative grid the device cannot hold at once is skipped by the plan (fits);
-  // the barrier needs sm_70.
   // The pipelined form: chunks of 16-64 KB (fp32), at most 32 values per thread (64 registers
   // keep 4 CTAs of 256 threads on an SM).
   if (pipe_eligible(p, cc, aligned)) {
@@ -607,6 +604,9 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
       for (int iters : {4, 8})
         if (iters * h.vec <= 32) add(pipe_config(p, aligned, threads, iters));
   }
+  // Two kernels, or one cooperative kernel: chunks of 4-32 KB, at most kMaxSplitChunks per
+  // group. A cooperative grid the device cannot hold at once is skipped by the plan (fits);
+  // the barrier needs sm_70.
   if (split_eligible(p, aligned)) {
     for (bool coop : {false, true}) {
       if (coop && cc < 70) break;

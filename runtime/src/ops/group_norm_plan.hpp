@@ -56,7 +56,7 @@ struct GnArgs {
 
 using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
 
-// Split plans' per-stream workspaces: partial statistics, and coop's and pipe's barrier words,
+// Split, coop and pipe plans' per-stream workspaces: partial statistics, and barrier words,
 // kept apart because the barrier words' even-indexed ones must be zero between calls
 // (group_barrier.cuh, group_norm_pipe.cuh), which another problem's partials written over them
 // would break. (The odd ones are coop's generations: any value.)
