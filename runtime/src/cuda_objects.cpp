@@ -1,4 +1,6 @@
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda_driver.hpp"
 #include "kjit/cuda.hpp"
@@ -141,6 +143,35 @@ size_t Graph::nodes() const {
   size_t n = 0;
   KJIT_CU(cuGraphGetNodes, g_, nullptr, &n);
   return n;
+}
+
+std::vector<std::string> Graph::kernel_names() const {
+  // Looked up here rather than in the driver table: cuFuncGetName is CUDA 12.3+, and kjit runs
+  // on 12.0 drivers.
+  using GetType = decltype(&cuGraphNodeGetType);
+  using GetParams = decltype(&cuGraphKernelNodeGetParams);
+  using GetName = decltype(&cuFuncGetName);
+  const auto get_type = reinterpret_cast<GetType>(detail::driver_proc("cuGraphNodeGetType"));
+  const auto get_params =
+      reinterpret_cast<GetParams>(detail::driver_proc("cuGraphKernelNodeGetParams"));
+  const auto get_name = reinterpret_cast<GetName>(detail::driver_proc("cuFuncGetName"));
+  ContextGuard g(rt_.context());
+  size_t n = 0;
+  KJIT_CU(cuGraphGetNodes, g_, nullptr, &n);
+  std::vector<CUgraphNode> nodes(n);
+  KJIT_CU(cuGraphGetNodes, g_, nodes.data(), &n);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    CUgraphNodeType type;
+    detail::check_cu(get_type(nodes[i], &type), "cuGraphNodeGetType");
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+    CUDA_KERNEL_NODE_PARAMS params{};
+    detail::check_cu(get_params(nodes[i], &params), "cuGraphKernelNodeGetParams");
+    const char* name = nullptr;
+    detail::check_cu(get_name(&name, params.func), "cuFuncGetName");
+    names.emplace_back(name ? name : "");
+  }
+  return names;
 }
 
 void synchronize(Runtime& rt) {

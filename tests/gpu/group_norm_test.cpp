@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "gpu_env.hpp"
 #include "kjit/host_math.hpp"
@@ -28,6 +30,28 @@ using kjit::ops::Layout;
 using kjit_test::runtime;
 
 namespace {
+
+// A kernel's name without namespace or template arguments, from a Spec's instantiation
+// ("kjit::gn_pipe_fwd<float, ...>") or a mangled name ("_ZN4kjit11gn_pipe_fwdIfL...").
+std::string kernel_base(const std::string& name) {
+  const std::string ns = "kjit::", mangled = "_ZN4kjit";
+  if (name.rfind(ns, 0) == 0) return name.substr(ns.size(), name.find('<') - ns.size());
+  if (name.rfind(mangled, 0) != 0) return name;
+  size_t digits = mangled.size();
+  while (digits < name.size() && std::isdigit(static_cast<unsigned char>(name[digits]))) ++digits;
+  if (digits == mangled.size()) return name;
+  const size_t len = std::stoul(name.substr(mangled.size(), digits - mangled.size()));
+  return name.substr(digits, len);
+}
+
+// The kernels config c runs for p, sorted ("gn_partials", "gn_apply", ...).
+std::vector<std::string> kernels_of(const GroupNormProblem& p, const GroupNormConfig& c) {
+  std::vector<std::string> names;
+  for (const kjit::Spec& s : kjit::ops::group_norm_specs(p, c))
+    names.push_back(kernel_base(s.instantiation()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 struct Case {
   GroupNormProblem p;
@@ -690,7 +714,14 @@ TEST_CASE("group_norm: cooperative and pipelined plans alternating on one stream
   kjit::Graph graph(rt, stream, [&] {
     for (auto& r : runs) call(*r);
   });
-  CHECK(graph.nodes() == 3);  // one kernel per call
+  std::vector<std::string> expected, got;  // one kernel per call, none a fallback
+  for (auto& r : runs)
+    for (const std::string& k : kernels_of(r->p, *r->opt.config)) expected.push_back(k);
+  for (const std::string& k : graph.kernel_names()) got.push_back(kernel_base(k));
+  std::sort(expected.begin(), expected.end());
+  std::sort(got.begin(), got.end());
+  CHECK(got == expected);
+  CHECK(expected == std::vector<std::string>{"gn_coop", "gn_coop", "gn_pipe_fwd"});
   for (int i = 0; i < 20; ++i) graph.launch(stream);
   stream.synchronize();
   for (auto& r : runs) check(*r);
@@ -780,7 +811,8 @@ TEST_CASE("group_norm: cooperative and pipelined plans on four streams at once")
 namespace {
 
 // One problem's inputs and float64 reference in runtime rt. run() captures one call on `stream`
-// into a graph, replays it twice, checks y, and returns how many kernels the graph recorded.
+// into a graph, replays it twice, checks y, and returns the kernels the graph recorded, sorted
+// (as kernels_of names them).
 struct CapturedCall {
   CapturedCall(kjit::Runtime& rt, const GroupNormProblem& p, uint64_t seed)
       : rt(rt), p(p), n(static_cast<size_t>(p.N * p.C * p.S)) {
@@ -794,7 +826,7 @@ struct CapturedCall {
     dy = kjit::DeviceBuffer(rt, n * kjit::dtype_size(p.dtype));
     ref = kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5);
   }
-  size_t run(kjit::Stream& stream) {
+  std::vector<std::string> run(kjit::Stream& stream) {
     dy.fill_bytes(0xFF);
     kjit::synchronize(rt);
     kjit::Graph g(rt, stream, [&] {
@@ -811,7 +843,15 @@ struct CapturedCall {
     CAPTURE(p.describe());
     CHECK(err.nonfinite == 0);
     CHECK(err.rel_l2 <= (p.dtype == DType::F32 ? 1e-5 : 1e-2));
-    return g.nodes();
+    std::vector<std::string> names;
+    for (const std::string& k : g.kernel_names()) names.push_back(kernel_base(k));
+    std::sort(names.begin(), names.end());
+    CHECK(names.size() == g.nodes());  // nothing but kernels
+    return names;
+  }
+  // What the plan runs in a capture on a stream without its workspace.
+  std::vector<std::string> fallback() const {
+    return kernels_of(p, kjit::ops::group_norm_capture_fallback(p, rt.props().cc()));
   }
   kjit::Runtime& rt;
   GroupNormProblem p;
@@ -832,9 +872,10 @@ TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's
   REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
   CapturedCall call(rt, p, 31);
   kjit::Stream stream(rt);
-  CHECK(call.run(stream) == 1);  // the fallback
+  REQUIRE(call.fallback().size() == 1u);
+  CHECK(call.run(stream) == call.fallback());
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) > 0);
-  CHECK(call.run(stream) == 2);  // the split kernels
+  CHECK(call.run(stream) == std::vector<std::string>{"gn_apply", "gn_partials"});
   const GroupNormProblem small = GroupNormProblem::from_shape({8, 256, 24, 24}, 32, DType::F32);
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, small, {}, stream) == 0);
 }
@@ -852,9 +893,10 @@ TEST_CASE("group_norm: a cooperative plan captured on a stream with partials onl
   const size_t partials = static_cast<size_t>(8 * 32 * kjit::ops::group_norm_split_chunks(p, c));
   REQUIRE(kjit::ops::reserve_group_norm_workspace(rt, pair, {}, stream) >= partials);
   CapturedCall call(rt, p, 51);
-  CHECK(call.run(stream) == 1);  // the fallback
+  REQUIRE(call.fallback().size() == 1u);
+  CHECK(call.run(stream) == call.fallback());
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) == partials + 8 * 32);
-  CHECK(call.run(stream) == 1);  // the cooperative kernel
+  CHECK(call.run(stream) == std::vector<std::string>{"gn_coop"});
 }
 
 namespace {
@@ -871,9 +913,11 @@ void capture_before_and_after_reserving(const GroupNormProblem& p,
   REQUIRE(is(c));
   kjit::Stream stream(rt);
   CapturedCall call(rt, p, seed);
-  CHECK(call.run(stream) == 1);  // the fallback
+  REQUIRE(call.fallback().size() == 1u);
+  REQUIRE(call.fallback() != kernels_of(p, c));
+  CHECK(call.run(stream) == call.fallback());
   CHECK(kjit::ops::reserve_group_norm_workspace(rt, p, {}, stream) == bytes);
-  CHECK(call.run(stream) == 1);  // the plan's kernel
+  CHECK(call.run(stream) == kernels_of(p, c));
 }
 
 }  // namespace

@@ -375,6 +375,17 @@ TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompi
   stream.synchronize();
   auto y = dy.to_host<float>(n);
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == 10.f);
+  // The graph names the kernel it recorded (mangled: the template arguments follow the name).
+  const std::vector<std::string> names = g.kernel_names();
+  REQUIRE(names.size() == 1u);
+  CHECK(names[0].rfind("_ZN4kjit11test_affineI", 0) == 0);
+  const auto memset32 =
+      reinterpret_cast<decltype(&cuMemsetD32Async)>(kjit::driver_proc("cuMemsetD32Async"));
+  kjit::Graph memset_only(rt, stream, [&] {
+    REQUIRE(memset32(dy.ptr(), 0u, static_cast<size_t>(n), stream) == CUDA_SUCCESS);
+  });
+  CHECK(memset_only.nodes() == 1u);
+  CHECK(memset_only.kernel_names().empty());
   CHECK_KJIT_ERROR(
       kjit::Graph(rt, stream, [&] { rt.kernel(affine(kjit::DType::F32, 77, 1, true), stream); }),
       kjit::Errc::CaptureCompile);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kjit/runtime.hpp"
@@ -94,6 +95,10 @@ class Graph {
   void launch(CUstream stream) const;
   // Nodes captured (kernel launches, copies, ...): e.g. to see how many kernels an op recorded.
   size_t nodes() const;
+  // The (mangled) names of the kernels captured, one per kernel node, in no particular order:
+  // e.g. to see which kernel an op chose inside a capture. Needs a CUDA 12.3+ driver
+  // (cuFuncGetName); NotFound below that.
+  std::vector<std::string> kernel_names() const;
 
  private:
   Runtime& rt_;
