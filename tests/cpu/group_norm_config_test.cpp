@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <climits>
 
 #include "compile_probe.hpp"
 #include "kjit/kjit.hpp"
@@ -73,10 +74,50 @@ TEST_CASE("group_norm validation names the bad value and the rule") {
   GroupNormProblem huge =
       GroupNormProblem::from_shape({1, 1, 1 << 16, 1 << 16}, 1, kjit::DType::F32);
   CHECK_KJIT_ERROR(kjit::ops::validate(huge), kjit::Errc::InvalidArgument);  // group > 2^31
+  // The largest group: 32-bit vector indices keep room for one CTA's stride past its end.
+  constexpr int64_t kMaxGroup = (int64_t{1} << 31) - (int64_t{1} << 18);
+  GroupNormProblem edge = GroupNormProblem::from_shape({1, 2, kMaxGroup / 2}, 1, kjit::DType::F32);
+  kjit::ops::validate(edge);
+  edge.S += 1;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(edge),
+                       doctest::Contains("a group of 2147221506 elements (C/G * S) exceeds the "
+                                         "supported 2^31 - 2^18 = 2147221504"),
+                       kjit::Error);
+  // Channels are indexed in 32 bits (weight and bias): C <= 2^31-1 even when groups are small.
+  GroupNormProblem many =
+      GroupNormProblem::from_shape({1, int64_t{1} << 31, 1}, int64_t{1} << 30, kjit::DType::F16);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(many),
+                       doctest::Contains("C = 2147483648 exceeds 2^31-1"), kjit::Error);
+  many.C = INT_MAX - 1;
+  many.groups = many.C / 2;
+  kjit::ops::validate(many);
+  GroupNormProblem deep = GroupNormProblem::from_shape({1, 4, 1}, 1, kjit::DType::F32);
+  deep.S = INT64_MAX / 2;
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(deep),
+                       doctest::Contains("C/G * S = 4 * 4611686018427387903 overflows 64 bits"),
+                       kjit::Error);
+  // Enumerators from a cast integer are named, not compiled or run as another one.
+  GroupNormProblem e = GroupNormProblem::from_shape({2, 8, 4}, 2, kjit::DType::F32);
+  e.dtype = static_cast<kjit::DType>(7);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(e),
+                       doctest::Contains("dtype = 7 must be F32, F16 or BF16"), kjit::Error);
+  e.dtype = kjit::DType::F32;
+  e.param_dtype = static_cast<kjit::DType>(-1);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(e), doctest::Contains("param_dtype = -1"), kjit::Error);
+  e.param_dtype = kjit::DType::F32;
+  e.layout = static_cast<Layout>(5);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(e), doctest::Contains("layout = 5 must be NCHW or NHWC"),
+                       kjit::Error);
+  e.layout = Layout::NCHW;
+  e.activation = static_cast<kjit::ops::Activation>(9);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(e),
+                       doctest::Contains("activation = 9 must be None or SiLU"), kjit::Error);
   // Element counts whose byte counts overflow 64 bits, with and without a spatial size.
   GroupNormProblem wide =
       GroupNormProblem::from_shape({67108864, 64, 1073741824}, 64, kjit::DType::F32);
-  CHECK_THROWS_WITH_AS(kjit::ops::validate(wide), doctest::Contains("exceeds 2^59"), kjit::Error);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(wide),
+                       doctest::Contains("N * C * S = 67108864 * 64 * 1073741824 exceeds 2^59"),
+                       kjit::Error);
   GroupNormProblem empty =
       GroupNormProblem::from_shape({int64_t{1} << 40, int64_t{1} << 30, 0}, 1, kjit::DType::F32);
   CHECK_THROWS_WITH_AS(kjit::ops::validate(empty), doctest::Contains("N * C = "), kjit::Error);
@@ -312,6 +353,27 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   } catch (const kjit::Error& e) {
     CHECK(std::string(e.what()).find("bytes of shared memory") != std::string::npos);
   }
+}
+
+// The largest groups validate accepts: every candidate's loop (a stride of threads * iters
+// vectors, a chunk of as many) ends within 32-bit vector indices, in every dtype and width, also
+// the forced iters * vec limits (64 held, 128 streamed) at 1024 threads.
+TEST_CASE("the largest groups keep every candidate's vector indices within 32 bits") {
+  constexpr int64_t kMaxGroup = (int64_t{1} << 31) - (int64_t{1} << 18);
+  for (kjit::DType t : {kjit::DType::F32, kjit::DType::F16})
+    for (int64_t c : {int64_t{1}, int64_t{4}, int64_t{64}}) {
+      const GroupNormProblem p = GroupNormProblem::from_shape({1, c, kMaxGroup / c}, 1, t);
+      kjit::ops::validate(p);
+      for (int cc : {80, 90})
+        for (bool aligned : {true, false})
+          for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, cc, aligned)) {
+            CAPTURE(p.describe());
+            CAPTURE(k.describe());
+            CHECK_NOTHROW(kjit::ops::validate_config(p, k, cc, aligned));
+            CHECK(kMaxGroup / k.vec + int64_t{k.threads} * k.iters <= INT_MAX);
+          }
+      CHECK(kMaxGroup + int64_t{1024} * 128 <= INT_MAX);  // streamed, vec 1: the longest stride
+    }
 }
 
 TEST_CASE("heuristic and candidates cover every element, over random problems") {

@@ -994,9 +994,20 @@ TEST_CASE("group_norm: bad inputs raise InvalidArgument and write nothing") {
   std::vector<unsigned char> h(1024);
   y.download(h.data(), h.size());
   CHECK(std::all_of(h.begin(), h.end(), [](unsigned char c) { return c == 0x7F; }));
-  // Empty tensors are valid and do nothing.
+  // Empty tensors are valid and do nothing, but a forced config must still suit the problem.
   GroupNormProblem empty = GroupNormProblem::from_shape({0, 8, 4, 4}, 4, DType::F32);
   kjit::ops::group_norm(rt, empty, X, Y, W, W, kjit::ops::GroupNormOptions{}, stream);
+  kjit::ops::GroupNormOptions forced;
+  forced.config = kjit::ops::group_norm_heuristic(empty, rt.props().cc());
+  kjit::ops::group_norm(rt, empty, X, Y, W, W, forced, stream);
+  CHECK(kjit::ops::prepare_group_norm(rt, empty, forced).describe() == forced.config->describe());
+  forced.config->threads = 48;
+  CHECK_THROWS_WITH_AS(kjit::ops::group_norm(rt, empty, X, Y, W, W, forced, stream),
+                       doctest::Contains("threads = 48 must be a multiple of 32"), kjit::Error);
+  CHECK_THROWS_WITH_AS(kjit::ops::prepare_group_norm(rt, empty, forced),
+                       doctest::Contains("threads = 48"), kjit::Error);
+  CHECK_THROWS_WITH_AS(kjit::ops::reserve_group_norm_workspace(rt, empty, forced, stream),
+                       doctest::Contains("threads = 48"), kjit::Error);
 }
 
 TEST_CASE("group_norm: autotune picks a candidate and reuses it from the cache") {

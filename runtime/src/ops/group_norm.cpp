@@ -261,12 +261,21 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
   });
 }
 
+// An empty tensor enqueues nothing, but a config the caller forced must still be one the problem
+// accepts: it would be rejected as soon as the same code ran on a non-empty batch.
+static bool empty_problem(Runtime& rt, const GroupNormProblem& p, const GroupNormOptions& opt,
+                          bool aligned) {
+  if (p.N != 0 && p.S != 0) return false;
+  if (opt.config) validate_config(p, *opt.config, rt.props().cc(), aligned);
+  return true;
+}
+
 void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, const void* weight,
                 const void* bias, const GroupNormOptions& opt, CUstream stream) {
   validate_call(p, x, y, weight, bias, opt.eps);
-  if (p.N == 0 || p.S == 0) return;
   const bool aligned =
       ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+  if (empty_problem(rt, p, opt, aligned)) return;
   const detail::GnPlan& plan = plan_for(rt, p, aligned, opt, stream);
   detail::launch_plan(
       rt, plan,
@@ -277,14 +286,15 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt) {
   validate(p);
-  if (p.N == 0 || p.S == 0) return group_norm_heuristic(p, rt.props().cc());
+  if (empty_problem(rt, p, opt, true))
+    return opt.config ? *opt.config : group_norm_heuristic(p, rt.props().cc());
   return plan_for(rt, p, true, opt, nullptr).config;
 }
 
 size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
                                     const GroupNormOptions& opt, CUstream stream) {
   validate(p);
-  if (p.N == 0 || p.S == 0) return 0;
+  if (empty_problem(rt, p, opt, true)) return 0;
   const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
   if (!plan.config.needs_workspace()) return 0;
   detail::GnWorkspaces& ws = rt.op_state().group_norm_ws;

@@ -17,6 +17,7 @@ int max_held_floats(int64_t threads) {
 constexpr int kSmemAffineBytes = 40 * 1024;
 // Shared memory one block may use on sm_90 (227 KB); smem-staged slices stay within it.
 constexpr int64_t kMaxSmemBytes = 227 * 1024;
+constexpr int64_t kMaxGroupLen = (int64_t{1} << 31) - (int64_t{1} << 18);
 constexpr int64_t kSms =
     132;  // an H100/H200; the heuristic must not depend on the device it runs on
 // Tensors up to this size stream through L2 (60 MB on the H200, 50 MB on the H100): x stays there
@@ -160,6 +161,16 @@ void validate(const GroupNormProblem& p) {
   auto bad = [&](const std::string& what) {
     throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");
   };
+  // Enums from a cast integer: a dtype the templates do not know would fail in NVRTC, a layout or
+  // activation outside the list would run as another one.
+  for (const auto& [what, t] : {std::pair{"dtype", p.dtype}, {"param_dtype", p.param_dtype}})
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      bad(std::string(what) + " = " + std::to_string(static_cast<int>(t)) +
+          " must be F32, F16 or BF16");
+  if (p.layout != Layout::NCHW && p.layout != Layout::NHWC)
+    bad("layout = " + std::to_string(static_cast<int>(p.layout)) + " must be NCHW or NHWC");
+  if (p.activation != Activation::None && p.activation != Activation::SiLU)
+    bad("activation = " + std::to_string(static_cast<int>(p.activation)) + " must be None or SiLU");
   if (p.N < 0) bad("N = " + std::to_string(p.N) + " must be >= 0");
   if (p.S < 0) bad("spatial size S = " + std::to_string(p.S) + " must be >= 0");
   if (p.C <= 0) bad("C = " + std::to_string(p.C) + " must be > 0");
@@ -167,18 +178,26 @@ void validate(const GroupNormProblem& p) {
   if (p.C % p.groups != 0)
     bad("C = " + std::to_string(p.C) +
         " must be divisible by groups = " + std::to_string(p.groups));
+  // The kernels index weight and bias (g * C/G + c) and a group's vectors in 32-bit ints; a CTA
+  // steps up to 1024 threads * 128 vectors past its last one before its loop ends, so groups stop
+  // 2^18 short of 2^31.
+  if (p.C > INT_MAX) bad("C = " + std::to_string(p.C) + " exceeds 2^31-1 (32-bit channel indices)");
   if (p.groups > INT_MAX) bad("groups = " + std::to_string(p.groups) + " exceeds 2^31-1");
-  if (p.S > 0 && p.C / p.groups > INT64_MAX / p.S) bad("C/G * S overflows 64 bits");
-  if (p.S > 0 && group_len(p) > (int64_t{1} << 31) - 64)
+  if (p.S > 0 && p.C / p.groups > INT64_MAX / p.S)
+    bad("C/G * S = " + std::to_string(p.C / p.groups) + " * " + std::to_string(p.S) +
+        " overflows 64 bits");
+  if (p.S > 0 && group_len(p) > kMaxGroupLen)
     bad("a group of " + std::to_string(group_len(p)) +
-        " elements (C/G * S) exceeds the supported 2^31-64");
+        " elements (C/G * S) exceeds the supported 2^31 - 2^18 = " + std::to_string(kMaxGroupLen) +
+        " (32-bit indices)");
   // Byte counts (up to 16 bytes per element in the kernels' vector math) must fit 64 bits too,
   // also for an empty spatial size, where N * G still sizes the grid.
   constexpr int64_t kMaxElems = INT64_MAX / 16;
   if (p.N > 0 && p.C > kMaxElems / p.N)
     bad("N * C = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " exceeds 2^59");
   if (p.N > 0 && p.S > 0 && p.C > kMaxElems / p.S / p.N)
-    bad("N * C * S exceeds 2^59 elements (its byte count must fit 64 bits)");
+    bad("N * C * S = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " * " +
+        std::to_string(p.S) + " exceeds 2^59 elements (its byte count must fit 64 bits)");
 }
 
 std::string GroupNormProblem::describe() const {
@@ -464,13 +483,17 @@ void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc
           std::to_string(int64_t{c.iters} * c.team * c.cluster * c.vec) +
           " must cover a group of " + std::to_string(L) + " elements");
     if (int64_t{c.iters} * c.vec > 64)
-      bad("iters * vec = " + std::to_string(c.iters * c.vec) + " held per thread exceeds 64");
+      bad("iters * vec = " + std::to_string(int64_t{c.iters} * c.vec) +
+          " held per thread exceeds 64");
   } else if (int64_t{c.iters} * c.vec > 128) {  // each streamed batch is unrolled in registers
     bad("iters * vec = " + std::to_string(int64_t{c.iters} * c.vec) +
         " elements in flight per thread exceeds 128 for a streaming config");
   }
   if (group_norm_smem_bytes(p, c) > kMaxSmemBytes)
-    bad("needs more than " + std::to_string(kMaxSmemBytes) + " bytes of shared memory");
+    bad("needs " + std::to_string(group_norm_smem_bytes(p, c)) +
+        " bytes of shared memory (scratch, and with smem_affine the scale and shift of every "
+        "channel of its threads / team groups), more than " +
+        std::to_string(kMaxSmemBytes));
 }
 
 namespace {
