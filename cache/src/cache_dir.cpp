@@ -1,6 +1,7 @@
 #include "cache_dir.hpp"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -108,6 +109,16 @@ std::optional<Mode> parse_mode(std::string_view text) {
   return std::nullopt;
 }
 
+std::string private_dir(const std::string& path) {
+  ::mkdir(path.c_str(), 0700);  // EEXIST is checked below
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+      (st.st_mode & 022) == 0)
+    return path;
+  std::string fresh = path + "-XXXXXX";
+  return ::mkdtemp(fresh.data()) ? fresh : std::string();
+}
+
 void warn(const std::string& message) {
   std::string line = "kjit: " + message + "\n";
   // One write() so that lines from concurrent processes do not interleave.
@@ -124,7 +135,13 @@ std::string Options::default_dir() {
   std::string home = detail::env("HOME");
   if (home.empty()) home = detail::home_from_passwd();
   if (!home.empty()) return home + "/.cache/kjit";
-  return "/tmp/kjit-cache-" + std::to_string(getuid());
+  // A predictable name in a folder every user may write: another user could have made it first
+  // and planted entries (a key is no secret and a checksum no signature).
+  const std::string tmp = "/tmp/kjit-cache-" + std::to_string(getuid());
+  const std::string dir = detail::private_dir(tmp);
+  // None to be had: a folder no one can create, so the cache reads nothing and writes nothing
+  // (and says so once, as for any folder it cannot write).
+  return dir.empty() ? "/nonexistent" + tmp : dir;
 }
 
 std::optional<uint64_t> parse_size(std::string_view text) {

@@ -48,6 +48,11 @@ std::optional<pid_t> parse_temp_name(std::string_view name, std::string_view sha
 
 std::optional<Mode> parse_mode(std::string_view text);  // "off" | "ro" | "rw"
 
+// `path` when it is a folder of this user's that no one else may write into (made 0700 when
+// missing); else a new private folder "<path>-XXXXXX" (a symlink, a file, another user's folder
+// or a group- or world-writable one are never used); "" when neither can be had.
+std::string private_dir(const std::string& path);
+
 // stderr, prefixed "kjit: ". Shared so that every cache message looks the same.
 void warn(const std::string& message);
 

@@ -82,6 +82,7 @@ struct DiskCache::Impl {
   // processes' writes are only seen at the next trim's scan, which is what "approximate" buys.
   std::mutex total_mu;
   bool total_known = false;
+  uint64_t written_since_scan = 0;  // our bytes since the last scan (guarded by total_mu)
   std::atomic<uint64_t> approx_total{0};
   // When a trim could not get under the cap (files it may not delete), wait before rescanning
   // instead of walking the whole folder on every put.
@@ -180,6 +181,11 @@ void DiskCache::Impl::account_put(uint64_t size) {
       // The scan already includes the entry just written.
       approx_total = scan_cache(layout).entry_bytes;
       total_known = true;
+    } else if (opts.max_bytes != 0 && (written_since_scan += size) >= opts.max_bytes / 16) {
+      // Other processes write too: rescan after each 1/16 of the cap that we wrote, so that N
+      // long-lived writers overshoot the cap by at most N/16 of it, not N times it.
+      approx_total = scan_cache(layout).entry_bytes;
+      written_since_scan = 0;
     } else {
       approx_total += size;
     }
@@ -329,6 +335,12 @@ std::vector<EntryInfo> DiskCache::list(bool verify_checksums) {
     info.path = r.path;
     info.size = r.size;
     info.mtime = r.mtime_ns / 1000000000ll;
+    if (r.size > kMaxEntryBytes) {  // as in get(): never read such a file into memory
+      info.valid = false;
+      info.error = "larger than any entry (not read)";
+      out.push_back(std::move(info));
+      continue;
+    }
     std::string data;
     UniqueFd fd = open_fd(r.path, O_RDONLY);
     int err = fd.valid() ? read_all(fd.get(), &data, r.size) : errno;
@@ -383,6 +395,7 @@ uint64_t DiskCache::export_to(const std::string& archive_path) {
   for (const FileRecord& r : scan_cache(impl_->layout).entries) {
     Key key;
     Key::from_hex(r.name.substr(0, 64), &key);
+    if (r.size > kMaxEntryBytes) continue;  // get() would never serve it
     std::string data;
     UniqueFd fd = open_fd(r.path, O_RDONLY);
     if (!fd.valid() || read_all(fd.get(), &data, r.size) != 0) continue;
@@ -413,10 +426,14 @@ uint64_t DiskCache::import_from(const std::string& archive_path) {
   read_archive(archive_path, [&](const Key& key, std::string_view file) {
     Entry e;
     check(key, file, &e);
-    if (!put(key, e))
-      throw std::runtime_error("kjit cache: import from " + archive_path + ": cannot write entry " +
-                               key.hex() + " into " + dir());
-    ++n;
+    const uint64_t oversized_before = impl_->oversized;
+    if (put(key, e)) {
+      ++n;
+      return;
+    }
+    if (impl_->oversized != oversized_before) return;  // over half the cap: skipped, warned
+    throw std::runtime_error("kjit cache: import from " + archive_path + ": cannot write entry " +
+                             key.hex() + " into " + dir());
   });
   return n;
 }

@@ -127,9 +127,12 @@ uint64_t remove_older_than(Scan* scan, int64_t cutoff_ns) {
       *keep++ = std::move(e);
       continue;
     }
-    if (remove_file(e.path)) ++n;
-    // Dropped from the list either way: a failed unlink (already gone, or not ours to delete)
-    // would fail again on a retry.
+    // Dropped from the list either way (a failed unlink would fail again on a retry), but only
+    // bytes that left the disk leave the total.
+    if (remove_file(e.path))
+      ++n;
+    else if (errno != ENOENT)
+      continue;
     scan->entry_bytes -= e.size;
   }
   scan->entries.erase(keep, scan->entries.end());
@@ -141,8 +144,11 @@ uint64_t remove_oldest(Scan* scan, uint64_t target_bytes) {
   size_t i = 0;
   for (; i < scan->entries.size() && scan->entry_bytes > target_bytes; ++i) {
     const FileRecord& e = scan->entries[i];
-    if (remove_file(e.path)) ++n;
-    scan->entry_bytes -= e.size;  // as above: a failed unlink is not retried
+    if (remove_file(e.path))
+      ++n;
+    else if (errno != ENOENT)
+      continue;  // still on disk: still counts; try a newer entry
+    scan->entry_bytes -= e.size;
   }
   scan->entries.erase(scan->entries.begin(), scan->entries.begin() + static_cast<long>(i));
   return n;

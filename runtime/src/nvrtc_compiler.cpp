@@ -116,8 +116,10 @@ bool from_entry(const cache::Entry& e, const Spec& spec, const std::string& arch
   const std::string* lowered = e.find("lowered_name");
   const std::string* a = e.find("arch");
   const std::string* fmt = e.find("format");
-  if (!inst || !lowered || !a || !fmt || e.payload.empty()) return false;
-  if (*inst != spec.instantiation() || *a != arch || lowered->empty()) return false;
+  const std::string* header = e.find("header");
+  if (!inst || !lowered || !a || !fmt || !header || e.payload.empty()) return false;
+  if (*inst != spec.instantiation() || *header != spec.header() || *a != arch || lowered->empty())
+    return false;
   k->instantiation = *inst;
   k->lowered_name = *lowered;
   k->arch = *a;
@@ -190,8 +192,9 @@ cache::Key Compiler::key(const Spec& spec, const std::string& arch) {
 cache::Key Compiler::key_of(const Spec& spec, const std::string& arch,
                             const Closure& headers) const {
   cache::KeyBuilder kb;
-  kb.add("record", "kjit-kernel-v1").add("kjit", KJIT_VERSION_STRING);
+  kb.add("record", "kjit-kernel-v2").add("kjit", KJIT_VERSION_STRING);
   for (const auto& [name, text] : headers) kb.add(name, text);
+  kb.add("root_header", spec.header());  // the program NVRTC compiles: #include "<header>"
   kb.add("instantiation", spec.instantiation());
   kb.add("options", join_options(options()));
   kb.add("nvrtc", nvrtc_version()).add("cuda_headers", static_cast<int64_t>(CUDA_VERSION));

@@ -275,6 +275,46 @@ TEST_CASE("export and import round trip") {
   }
 }
 
+// A file at an entry's name larger than any entry (1 GiB) is never read into memory: list()
+// reports it invalid, export skips it, and get() misses.
+TEST_CASE("list and export never read an oversized file") {
+  TempDir tmp, out;
+  DiskCache cache(options_for(tmp.path()));
+  const Key good = key_of("good"), huge = key_of("huge");
+  REQUIRE(cache.put(good, entry_of("payload")));
+  ::mkdir((tmp.path() + "/v1/" + huge.hex().substr(0, 2)).c_str(), 0755);
+  const std::string path = entry_path(tmp.path(), huge);
+  write_file(path, "x");
+  REQUIRE(::truncate(path.c_str(), (off_t{1} << 30) + 1) == 0);  // sparse: no disk used
+  bool seen = false;
+  for (const EntryInfo& info : cache.list(true)) {
+    if (info.key_hex != huge.hex()) continue;
+    seen = true;
+    CHECK_FALSE(info.valid);
+    CHECK(info.error.find("larger than any entry") != std::string::npos);
+  }
+  CHECK(seen);
+  CHECK(cache.export_to(out / "a.kjitar") == 1);
+  CHECK_FALSE(cache.get(huge));
+}
+
+// An archive entry over half the importing cache's cap is skipped with a warning; the rest of
+// the archive is imported.
+TEST_CASE("import skips an entry too large for the cap and imports the rest") {
+  TempDir src_dir, dst_dir, out;
+  DiskCache src(options_for(src_dir.path()));
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(src.put(key_of("small" + std::to_string(i)), entry_of(std::string(1000, 'a'))));
+  REQUIRE(src.put(key_of("big"), entry_of(std::string(100000, 'b'))));
+  CHECK(src.export_to(out / "a.kjitar") == 6);
+  Options o = options_for(dst_dir.path());
+  o.max_bytes = 150000;
+  DiskCache dst(o);
+  CHECK(dst.import_from(out / "a.kjitar") == 5);
+  CHECK_FALSE(dst.get(key_of("big")));
+  for (int i = 0; i < 5; ++i) CHECK(dst.get(key_of("small" + std::to_string(i))));
+}
+
 TEST_CASE("a bad archive throws and imports nothing") {
   TempDir src_dir, dst_dir, out;
   DiskCache src(options_for(src_dir.path()));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "../../cache/src/cache_dir.hpp"  // private: private_dir
 #include "cache/test_util.hpp"
 
 using namespace kjit::cache;
@@ -41,7 +42,8 @@ TEST_CASE("cache folder resolution works with HOME unset") {
   // The passwd entry's home if there is one, else a per-user folder under /tmp.
   const std::string suffix = "/.cache/kjit";
   bool from_passwd = dir.size() > suffix.size() && dir.substr(dir.size() - suffix.size()) == suffix;
-  CHECK((from_passwd || dir == "/tmp/kjit-cache-" + std::to_string(getuid())));
+  const std::string tmp = "/tmp/kjit-cache-" + std::to_string(getuid());
+  CHECK((from_passwd || dir == tmp || dir.rfind(tmp + "-", 0) == 0));
   ScopedEnv empty_home("HOME", "");
   CHECK(Options::from_env().dir == dir);
 }
@@ -86,4 +88,45 @@ TEST_CASE("KJIT_CACHE_MAX_SIZE accepts bytes and K/M/G/T suffixes") {
     ScopedEnv s("KJIT_CACHE_MAX_SIZE", bad);
     CHECK_MESSAGE(Options::from_env().max_bytes == def, bad);
   }
+}
+
+// The per-user folder under /tmp when there is no home: used only when it is this user's and no
+// one else may write into it, since anyone may create that name first and plant entries.
+TEST_CASE("the /tmp fallback folder is used only when it is private") {
+  kjit_test::TempDir base;
+  auto mode_of = [](const std::string& p) {
+    struct stat st;
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_mode;
+  };
+  const std::string fresh = base / "fresh";
+  CHECK(kjit::cache::detail::private_dir(fresh) == fresh);  // made, 0700
+  CHECK(S_ISDIR(mode_of(fresh)));
+  CHECK((mode_of(fresh) & 077) == 0);
+  CHECK(kjit::cache::detail::private_dir(fresh) == fresh);  // already ours
+  auto check_replaced = [&](const std::string& path) {
+    const std::string got = kjit::cache::detail::private_dir(path);
+    CAPTURE(path);
+    CHECK(got.rfind(path + "-", 0) == 0);
+    CHECK(got.size() == path.size() + 7);
+    CHECK(S_ISDIR(mode_of(got)));
+    CHECK((mode_of(got) & 077) == 0);
+  };
+  const std::string shared = base / "shared";
+  REQUIRE(::mkdir(shared.c_str(), 0777) == 0);
+  REQUIRE(::chmod(shared.c_str(), 0777) == 0);  // whatever the umask
+  check_replaced(shared);
+  const std::string link = base / "link";
+  REQUIRE(::symlink(fresh.c_str(), link.c_str()) == 0);
+  check_replaced(link);
+  const std::string file = base / "file";
+  kjit_test::write_file(file, "not a folder");
+  check_replaced(file);
+  if (::geteuid() == 0) {  // another user's folder, private or not
+    const std::string theirs = base / "theirs";
+    REQUIRE(::mkdir(theirs.c_str(), 0700) == 0);
+    REQUIRE(::chown(theirs.c_str(), 65534, 65534) == 0);
+    check_replaced(theirs);
+  }
+  CHECK(kjit::cache::detail::private_dir("/proc/kjit-no-such/dir").empty());
 }

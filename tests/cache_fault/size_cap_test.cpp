@@ -1,6 +1,7 @@
 // The size cap holds under many insertions, evicting the least recently used entries.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <vector>
 
 #include "cache/test_util.hpp"
@@ -47,4 +48,62 @@ TEST_CASE("1000 insertions into a 1 MB cap: cap holds, oldest evicted, recently 
   CHECK(cache.stats().evictions == uint64_t(evicted));
   MESSAGE("kept " << kInserts - evicted << " entries, " << total << " bytes; evicted " << evicted);
   for (const auto& info : cache.list(true)) CHECK(info.valid);
+}
+
+// Long-lived processes each count only their own puts between scans. Four caches on one folder
+// (as four processes would be), each writing under the cap by its own count: together they must
+// still keep the folder near the cap, not four times over it.
+TEST_CASE("several writers on one folder keep it near the cap") {
+  TempDir tmp;
+  Options o = options_for(tmp.path());
+  o.max_bytes = 1 << 20;
+  constexpr int kWriters = 4, kEach = 225;  // ~4 KB entries: ~0.9 MB per writer
+  std::vector<std::unique_ptr<DiskCache>> caches;
+  for (int w = 0; w < kWriters; ++w) caches.push_back(std::make_unique<DiskCache>(o));
+  for (int i = 0; i < kEach; ++i)
+    for (int w = 0; w < kWriters; ++w) {
+      const Key k = key_of("writer" + std::to_string(w) + "/" + std::to_string(i));
+      REQUIRE(caches[w]->put(k, entry_of(std::string(4000, char('a' + w)))));
+      age_file(entry_path(tmp.path(), k), 100000 - (i * kWriters + w));
+    }
+  const uint64_t on_disk = DiskCache(o).total_bytes();
+  MESSAGE(on_disk << " bytes on disk for a cap of " << o.max_bytes);
+  // Each writer rescans after 1/16 of the cap: at most kWriters/16 of the cap over it.
+  CHECK(on_disk <= o.max_bytes + o.max_bytes * kWriters / 16);
+  uint64_t evictions = 0;
+  for (const auto& c : caches) evictions += c->stats().evictions;
+  CHECK(evictions > 0);
+}
+
+// A trim that cannot delete an entry (a shard folder it may not write) must still count its
+// bytes: it deletes newer entries instead, and the folder ends under the cap.
+TEST_CASE("entries the trim cannot delete still count toward the cap") {
+  if (::geteuid() == 0) {
+    MESSAGE("skipped: root may delete from a read-only folder");
+    return;
+  }
+  TempDir tmp;
+  Options o = options_for(tmp.path());
+  o.max_bytes = 100 << 10;
+  std::vector<std::string> locked_shards;
+  {
+    DiskCache cache(o);
+    for (int i = 0; i < 12; ++i) {  // the oldest entries, in folders made read-only below
+      const Key k = key_of("stuck" + std::to_string(i));
+      REQUIRE(cache.put(k, entry_of(std::string(1000, 's'))));
+      age_file(entry_path(tmp.path(), k), 200000 + i);
+      locked_shards.push_back(tmp.path() + "/v1/" + k.hex().substr(0, 2));
+    }
+  }
+  for (const std::string& d : locked_shards) REQUIRE(::chmod(d.c_str(), 0555) == 0);
+  DiskCache cache(o);
+  for (int i = 0; i < 100; ++i) {
+    const Key k = key_of("fresh" + std::to_string(i));
+    if (cache.put(k, entry_of(std::string(4000, 'f'))))
+      age_file(entry_path(tmp.path(), k), 100000 - i);
+  }
+  for (const std::string& d : locked_shards) ::chmod(d.c_str(), 0755);
+  const uint64_t on_disk = DiskCache(o).total_bytes();
+  MESSAGE(on_disk << " bytes on disk for a cap of " << o.max_bytes);
+  CHECK(on_disk <= o.max_bytes);
 }

@@ -149,6 +149,42 @@ TEST_CASE("an included header change changes the key") {
   CHECK(c.key(s, "sm_90") == b);  // not in the closure: same key
 }
 
+// Two headers that include each other (one of the includes inside #if 0: the closure is found
+// by scanning text) have the same closure; compiling one or the other as the program's root
+// gives different code, so the root is part of the key, and an entry stored for one is never
+// served for the other.
+TEST_CASE("the root header is part of the key") {
+  kjit_test::TempDir dir;
+  const std::string fast = "#define SCALE 2\n#include \"app/slow.cuh\"\n";
+  const std::string slow =
+      "#if 0\n#include \"app/fast.cuh\"\n#endif\n#ifndef SCALE\n#define SCALE 1\n#endif\n"
+      "template <int N> __global__ void k(int* y) { y[0] = N * SCALE; }\n";
+  kjit::Spec on_fast("app/fast.cuh", "k"), on_slow("app/slow.cuh", "k");
+  on_fast.value(3);
+  on_slow.value(3);
+  REQUIRE(on_fast.instantiation() == on_slow.instantiation());
+  std::string fast_bin, slow_bin;
+  {
+    kjit::Compiler c(cache_in(dir.path));
+    c.templates().add("app/fast.cuh", fast);
+    c.templates().add("app/slow.cuh", slow);
+    CHECK(c.key(on_fast, "sm_90") != c.key(on_slow, "sm_90"));
+    fast_bin = c.get(on_fast, "sm_90").binary;
+    slow_bin = c.get(on_slow, "sm_90").binary;
+    CHECK(c.stats().nvrtc_compiles == 2);
+    CHECK(fast_bin != slow_bin);
+  }
+  kjit::Compiler c2(cache_in(dir.path));
+  c2.templates().add("app/fast.cuh", fast);
+  c2.templates().add("app/slow.cuh", slow);
+  const kjit::CompiledKernel s2 = c2.get(on_slow, "sm_90");
+  CHECK(s2.from_disk);
+  CHECK(s2.binary == slow_bin);
+  const kjit::CompiledKernel f2 = c2.get(on_fast, "sm_90");
+  CHECK(f2.from_disk);
+  CHECK(f2.binary == fast_bin);
+}
+
 TEST_CASE("the key names the loaded NVRTC library's build") {
   const std::string& b = kjit::Compiler::nvrtc_build();
   MESSAGE("nvrtc build: " << b);
