@@ -2,6 +2,8 @@
 //
 // Read-only commands (stats, list, verify, export) open the cache read-only, so they never touch a
 // file (not even the LRU timestamps); prune, clear and import open it read-write.
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <ctime>
@@ -186,14 +188,15 @@ bool require_writable(kc::DiskCache& cache, const char* what) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"kjit-cache: inspect and maintain a kjit disk cache"};
   app.require_subcommand(1);
   app.fallthrough();  // --cache-dir before or after the subcommand
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
-                 "~/.cache/kjit)");
+                 "~/.cache/kjit)")
+      ->check(kjit::tools::not_empty);
 
   bool json_out = false, full_keys = false;
   std::string max_size, older_than, file;
@@ -272,6 +275,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (exp->parsed()) {
+      // The archive is written beside FILE and renamed over it: that would replace a pipe, a
+      // device or a symlink's target link with a plain file instead of writing into it.
+      struct stat st;
+      if (::lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        std::fprintf(stderr, "kjit-cache export: %s exists and is not a regular file\n",
+                     file.c_str());
+        return 2;
+      }
       const uint64_t n = cache.export_to(file);
       std::printf("exported %llu entries from %s to %s\n", static_cast<unsigned long long>(n),
                   cache.dir().c_str(), file.c_str());
@@ -289,4 +300,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 2;
+}
+
+int main(int argc, char** argv) {
+  return kjit::tools::finish_output("kjit-cache", run(argc, argv));
 }

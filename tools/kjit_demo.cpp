@@ -15,6 +15,7 @@
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/reference.hpp"
+#include "tool_util.hpp"
 
 namespace {
 
@@ -151,7 +152,7 @@ bool linear_gn_min_seed(kjit::Runtime& rt, CUstream stream, int calls) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{
       "kjit-demo: run the two seed workloads (GroupNorm+SiLU 8x256x24x24 G=32; "
       "Linear->GroupNorm->min->bias 1024x8192x8192 G=512) once on the GPU, check them against "
@@ -160,7 +161,11 @@ int main(int argc, char** argv) {
   int calls = 20;
   app.add_option("--calls", calls, "timed calls per workload (the median is printed)")
       ->check(CLI::Range(1, 100000));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   std::string why;
   if (!kjit::gpu_available(&why)) {
@@ -189,4 +194,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kjit-demo: %s error: %s\n", kjit::errc_name(e.code()), e.what());
     return 1;
   }
+}
+
+int main(int argc, char** argv) {
+  return kjit::tools::finish_output("kjit-demo", run(argc, argv));
 }

@@ -8,13 +8,19 @@
 #include "kjit/kjit.hpp"
 #include "tool_util.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"kjit-info: NVRTC, driver, device and cache as kjit sees them"};
   std::string arch = "sm_90";
   bool json = false;
   app.add_option("--arch", arch, "target for the sample compile (default sm_90)");
   app.add_flag("--json", json, "print one JSON object");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   nlohmann::json out;
   try {
@@ -84,4 +90,10 @@ int main(int argc, char** argv) {
               s["bytes"].get<size_t>(), s["from_disk_cache"].get<bool>() ? "disk hit" : "compiled",
               s["ms"].get<double>());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kjit::tools::finish_output("kjit-info", run(argc, argv));
 }

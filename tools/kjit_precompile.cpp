@@ -198,15 +198,18 @@ int run(int argc, char** argv) {
                  "JSON manifest file(s): {\"problems\": [...], \"archs\": [...]}; - reads stdin");
   app.add_option("-p,--problem", problem_args,
                  "a problem: JSON object, or short form e.g. "
-                 "'group_norm f32 nchw 8x256x24x24 g=32 silu' (repeatable)");
+                 "'group_norm f32 nchw 8x256x24x24 g=32 silu' (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("-a,--arch", arch_args,
                  "target arch(s): sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, compute_90, ... "
                  "(repeatable or comma-separated; default: the manifest's \"archs\", else the "
                  "current GPU, else sm_90)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);
   app.add_option("--cache-dir", cache_dir,
                  "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
-                 "~/.cache/kjit)");
+                 "~/.cache/kjit)")
+      ->check(kjit::tools::not_empty);
   app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--sm-count", sm_count,
@@ -311,8 +314,7 @@ int run(int argc, char** argv) {
           auto [it, fresh] = job_index.emplace(id, jobs.size());
           if (fresh) jobs.emplace_back(std::move(s), t);
           Job& j = jobs[it->second];
-          if (std::find(j.entries.begin(), j.entries.end(), pe.name()) == j.entries.end())
-            j.entries.push_back(pe.name());
+          if (j.entries.empty() || j.entries.back() != pe.name()) j.entries.push_back(pe.name());
         }
       }
       passed.push_back(&pe.problem);
@@ -468,7 +470,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    return kjit::tools::finish_output("kjit-precompile", run(argc, argv));
   } catch (const std::exception& e) {  // not expected: entry and compile errors are handled
     std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
     return 2;

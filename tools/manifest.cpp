@@ -324,14 +324,10 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
 
 Manifest load_manifest_file(const std::string& path) {
   std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    try {
-      text = read_text_file(path);
-    } catch (const Error& e) {
-      throw ManifestError(std::string(e.what()) + " (the manifest)");
-    }
+  try {
+    text = path == "-" ? read_text(std::cin, "<stdin>") : read_text_file(path);
+  } catch (const Error& e) {
+    throw ManifestError(std::string(e.what()) + " (the manifest)");
   }
   return parse_manifest(text, path == "-" ? "<stdin>" : path);
 }
@@ -426,30 +422,7 @@ json parse_problem_arg(const std::string& text) {
 }
 
 Target parse_target(const std::string& arch) {
-  std::string digits;
-  bool ptx = false;
-  if (arch.rfind("sm_", 0) == 0) {
-    digits = arch.substr(3);
-  } else if (arch.rfind("compute_", 0) == 0) {
-    digits = arch.substr(8);
-    ptx = true;
-  }
-  if (!ptx && !digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.pop_back();
-  const bool numeric =
-      !digits.empty() && digits.size() <= 4 && digits[0] != '0' &&  // one spelling per arch
-      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!numeric)
-    throw Error(Errc::InvalidArgument,
-                "arch '" + arch + "' is not of the form sm_NN, sm_NNa, sm_NNf or compute_NN");
-  Target t{arch, std::stoi(digits), 0};
-  const std::vector<int> sms = Compiler::supported_sm();
-  if (std::find(sms.begin(), sms.end(), t.cc) == sms.end()) {
-    std::string list;
-    for (int s : sms) list += (list.empty() ? "" : ", ") + std::string("sm_") + std::to_string(s);
-    throw Error(Errc::Unsupported, "arch '" + arch + "' is not supported by NVRTC " +
-                                       Compiler::nvrtc_version() + " (it supports " + list + ")");
-  }
-  return t;
+  return Target{arch, Compiler::arch_sm(arch), 0};
 }
 
 }  // namespace kjit::tools

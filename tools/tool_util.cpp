@@ -1,9 +1,13 @@
 #include "tool_util.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <vector>
 
 #include "kjit/error.hpp"
 
@@ -96,17 +100,47 @@ const char* mode_name(cache::Mode m) {
 nlohmann::json parse_json(const std::string& text) {
   constexpr int kMaxDepth = 64;
   struct TooDeep {};
+  struct Duplicate {
+    std::string key;
+  };
+  std::vector<std::set<std::string>> keys;  // the keys seen in each open object
+  using E = nlohmann::json::parse_event_t;
   try {
-    return nlohmann::json::parse(text,
-                                 [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-                                   if (depth > kMaxDepth) throw TooDeep{};
-                                   return true;
-                                 });
+    return nlohmann::json::parse(text, [&](int depth, E ev, nlohmann::json& v) {
+      if (depth > kMaxDepth) throw TooDeep{};
+      if (ev == E::object_start) keys.emplace_back();
+      if (ev == E::object_end) keys.pop_back();
+      if (ev == E::key && !keys.back().insert(v.get<std::string>()).second)
+        throw Duplicate{v.get<std::string>()};
+      return true;
+    });
+  } catch (const Duplicate& d) {
+    throw JsonError("key '" + d.key + "' appears twice in one object");
   } catch (const nlohmann::json::parse_error& e) {
     throw JsonError(std::string("not valid JSON: ") + e.what());
   } catch (const TooDeep&) {
     throw JsonError("JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
+}
+
+std::string read_text(std::istream& in, const std::string& name) {
+  std::string text;
+  char buf[1 << 16];
+  try {
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      if (text.size() + static_cast<size_t>(in.gcount()) > kMaxTextBytes)
+        throw Error(Errc::Io, name + ": longer than " + std::to_string(kMaxTextBytes >> 20) +
+                                  " MiB, more than any manifest");
+      text.append(buf, static_cast<size_t>(in.gcount()));
+    }
+  } catch (const std::ios_base::failure& e) {
+    throw Error(Errc::Io, name + ": cannot read it (" + e.what() + ")");
+  }
+  if (in.bad()) throw Error(Errc::Io, name + ": cannot read it");
+  // JSON text has no NUL; the parser would stop at one and ignore what follows.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error(Errc::Io, name + ": a NUL byte at offset " + std::to_string(nul) + ", not text");
+  return text;
 }
 
 std::string read_text_file(const std::string& path) {
@@ -115,9 +149,19 @@ std::string read_text_file(const std::string& path) {
     throw Error(Errc::Io, path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(Errc::Io, path + ": cannot open it");
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw Error(Errc::Io, path + ": cannot read it");
-  return text;
+  return read_text(in, path);
+}
+
+std::string not_empty(const std::string& value) {
+  return value.empty() ? "must not be empty (leave the option out for the default)" : "";
+}
+
+int finish_output(const char* tool, int rc) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "%s: cannot write the output: %s\n", tool, std::strerror(errno));
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }
 
 std::string not_writable_text(const std::string& what, const cache::DiskCache& cache) {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -39,9 +41,18 @@ struct JsonError : std::runtime_error {
 };
 nlohmann::json parse_json(const std::string& text);
 
-// The whole file at `path` as text. Errc::Io naming the path when it is a directory or cannot
-// be read.
+// The whole file at `path` (or stream `in`, called `name` in messages) as text. Errc::Io naming
+// it when it is a directory, cannot be read, holds a NUL byte or is longer than kMaxTextBytes.
+inline constexpr size_t kMaxTextBytes = size_t{256} << 20;
 std::string read_text_file(const std::string& path);
+std::string read_text(std::istream& in, const std::string& name);
+
+// A CLI11 check for options whose empty value would silently mean the default (--cache-dir '').
+std::string not_empty(const std::string& value);
+
+// A tool's exit status once its output is written: stdout flushed, and a write error (a full
+// disk, a closed pipe's EPIPE) turned into a failure naming it instead of exit 0.
+int finish_output(const char* tool, int rc);
 
 // "<what>: cache folder <dir> is not writable (<why>)", for a cache that fell back to read-only.
 std::string not_writable_text(const std::string& what, const cache::DiskCache& cache);

@@ -53,6 +53,11 @@ Target parse_arch(const std::string& arch) {
     throw Error(Errc::InvalidArgument,
                 "arch '" + arch + "' is not of the form sm_NN, sm_NNa, sm_NNf or compute_NN");
   t.sm = std::stoi(digits);
+  // NVRTC takes sm_80a and fails only when it compiles: refused here, before any work.
+  if ((t.suffix == "a" && t.sm < 90) || (t.suffix == "f" && t.sm < 100))
+    throw Error(Errc::Unsupported, "arch '" + arch + "': the '" + t.suffix +
+                                       "' variant exists only for " +
+                                       (t.suffix == "a" ? "sm_90" : "sm_100") + " and newer");
   auto sms = Compiler::supported_sm();
   if (std::find(sms.begin(), sms.end(), t.sm) == sms.end()) {
     std::string list;
@@ -62,6 +67,14 @@ Target parse_arch(const std::string& arch) {
   }
   return t;
 }
+
+}  // namespace
+
+int Compiler::arch_sm(const std::string& arch) {
+  return parse_arch(arch).sm;
+}
+
+namespace {
 
 std::string join_options(const std::vector<std::string>& opts) {
   std::string s;
@@ -140,8 +153,11 @@ Compiler::~Compiler() = default;
 
 const std::vector<std::string>& Compiler::options() {
   // No --use_fast_math: results must match PyTorch's. -default-device: helpers need no
-  // __device__ annotation. No include paths: templates use kjit's own headers only.
-  static const std::vector<std::string> opts = {"--std=c++17", "-default-device"};
+  // __device__ annotation. No include paths, and -no-source-include: NVRTC would otherwise look
+  // for a quoted include it was not given beside the including header's name on disk (relative
+  // to the working directory), text the cache key does not cover.
+  static const std::vector<std::string> opts = {"--std=c++17", "-default-device",
+                                                "-no-source-include"};
   return opts;
 }
 

@@ -1,9 +1,11 @@
 #include "kjit/templates.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "embedded_templates.hpp"
 #include "kjit/error.hpp"
@@ -72,6 +74,10 @@ void TemplateSet::add(const std::string& name, std::string source) {
 }
 
 void TemplateSet::add_file(const std::string& name, const std::string& path) {
+  // A directory opens as a stream that reads as empty: it would register an empty header.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(Errc::Io, "template file '" + path + "' for '" + name + "' is a directory");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(Errc::Io, "cannot read template file '" + path + "' for '" + name + "'");
   std::ostringstream ss;

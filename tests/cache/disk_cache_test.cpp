@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 
+#include <chrono>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -296,6 +297,26 @@ TEST_CASE("list and export never read an oversized file") {
   CHECK(seen);
   CHECK(cache.export_to(out / "a.kjitar") == 1);
   CHECK_FALSE(cache.get(huge));
+}
+
+// An archive whose record claims more than any entry holds (a sparse file of 2 GiB) is refused
+// at that record, before anything is read or allocated for it.
+TEST_CASE("an archive entry claiming more than 1 GiB is refused unread") {
+  TempDir tmp, out;
+  const std::string path = out / "huge.kjitar";
+  std::string head("KJITARC\0", 8);
+  head += std::string("\x01\0\0\0", 4);          // version 1
+  head += '\x01';                                // a record
+  head += std::string(32, '\x5a');               // its key
+  head += std::string("\0\0\0\x80\0\0\0\0", 8);  // 2^31 bytes, little-endian
+  write_file(path, head);
+  REQUIRE(::truncate(path.c_str(), (off_t{1} << 31) + 4096) == 0);
+  DiskCache cache(options_for(tmp.path()));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(cache.import_from(path), doctest::Contains("over the 1 GiB limit"),
+                       std::runtime_error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));  // not read
+  CHECK(cache.list().empty());
 }
 
 // An archive entry over half the importing cache's cap is skipped with a warning; the rest of

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -37,6 +39,11 @@ TEST_CASE("built-in templates are embedded and their include closure is found") 
   CHECK_KJIT_ERROR(t.closure("nope.cuh"), kjit::Errc::NotFound);
   CHECK_KJIT_ERROR(t.add("../etc/passwd", "x"), kjit::Errc::InvalidArgument);
   CHECK_KJIT_ERROR(t.add_file("a.cuh", "/nonexistent/file.cuh"), kjit::Errc::Io);
+  const uint64_t g = t.generation();
+  CHECK_THROWS_WITH_AS(t.add_file("a.cuh", "/tmp"), doctest::Contains("is a directory"),
+                       kjit::Error);  // not an empty header
+  CHECK_FALSE(t.has("a.cuh"));
+  CHECK(t.generation() == g);
 }
 
 // Runtime::kernel keys its table of loaded kernels by the generation, so a header replaced
@@ -183,6 +190,36 @@ TEST_CASE("the root header is part of the key") {
   const kjit::CompiledKernel f2 = c2.get(on_fast, "sm_90");
   CHECK(f2.from_disk);
   CHECK(f2.binary == fast_bin);
+}
+
+// A quoted include nobody registered is an error, never a file NVRTC finds on disk beside the
+// including header's name (relative to the working directory): the key could not cover its text.
+TEST_CASE("a header includes only registered headers, never a file from disk") {
+  kjit_test::TempDir dir;
+  const std::string app = dir.path + "/app";
+  REQUIRE(std::filesystem::create_directories(app));
+  { std::ofstream(app + "/cfg.h") << "#define CFG 100\n"; }
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path);
+  struct Back {
+    std::filesystem::path to;
+    ~Back() { std::filesystem::current_path(to); }
+  } back{cwd};
+  kjit::Compiler c(cache_in(dir.path + "/cache"));
+  c.templates().add(
+      "app/k.cuh",
+      "#include \"cfg.h\"\ntemplate <int N> __global__ void k(int* p) { *p = N + CFG; }\n");
+  kjit::Spec s("app/k.cuh", "k");
+  s.value(1);
+  try {
+    c.get(s, "sm_90");
+    FAIL("app/cfg.h was read from disk");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::Compile);
+    CHECK(std::string(e.what()).find("cfg.h") != std::string::npos);
+  }
+  c.templates().add("cfg.h", "#define CFG 7\n");  // registered: found, and in the key
+  CHECK_FALSE(c.get(s, "sm_90").binary.empty());
 }
 
 TEST_CASE("the key names the loaded NVRTC library's build") {

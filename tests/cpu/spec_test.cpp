@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "kjit/kjit.hpp"
 #include "test_util.hpp"
 
@@ -17,6 +20,15 @@ TEST_CASE("spec: ints, bools and types make the instantiation string") {
   CHECK(t.instantiation() == "k<my::pair<int, float> >");
   CHECK(kjit::Spec("x.cuh", "plain").instantiation() == "plain");
 }
+
+// A string literal would convert to bool and make value(true): value(const char*) is deleted.
+template <class T, class = void>
+struct HasValue : std::false_type {};
+template <class T>
+struct HasValue<T, std::void_t<decltype(std::declval<kjit::Spec&>().value(std::declval<T>()))>>
+    : std::true_type {};
+static_assert(!HasValue<const char*>::value, "value(\"256\") would compile as value(true)");
+static_assert(HasValue<int>::value && HasValue<bool>::value && HasValue<int64_t>::value);
 
 TEST_CASE("spec: names that could inject source are rejected") {
   CHECK_KJIT_ERROR(kjit::Spec("x.cuh", "k; int evil"), kjit::Errc::InvalidArgument);

@@ -256,6 +256,20 @@ TEST_CASE("kjit-cache usage errors") {
                dir.path);
   CHECK(ex.rc == 1);
   CHECK_FALSE(ex.err.empty());
+  CHECK(run_tool("kjit-cache", "stats --cache-dir ''", dir.path).rc == 2);  // not the default
+  // export writes beside FILE and renames: a pipe there would become a plain file.
+  const std::string fifo = dir.path + "/pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto to_fifo = run_tool("kjit-cache", "export " + fifo + " --cache-dir " + dir.path, dir.path);
+  CHECK(to_fifo.rc == 2);
+  CHECK(to_fifo.err.find("not a regular file") != std::string::npos);
+  struct stat st;
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  auto full =
+      run_tool("kjit-cache", "stats --json --cache-dir " + dir.path + " >/dev/full", dir.path);
+  CHECK(full.rc == 1);
+  CHECK(full.err.find("cannot write the output") != std::string::npos);
   auto help = run_tool("kjit-cache", "--help", dir.path);
   CHECK(help.rc == 0);
   CHECK(help.out.find("verify") != std::string::npos);

@@ -355,7 +355,11 @@ TEST_CASE("targets, sizes and durations") {
   CHECK_KJIT_ERROR(parse_target("sm_1"), kjit::Errc::Unsupported);
   CHECK_KJIT_ERROR(parse_target("hopper"), kjit::Errc::InvalidArgument);
   CHECK_KJIT_ERROR(parse_target("sm_90x"), kjit::Errc::InvalidArgument);
-  CHECK_KJIT_ERROR(parse_target("compute_90a"), kjit::Errc::InvalidArgument);
+  CHECK(parse_target("compute_90a").cc == 90);  // as the runtime and NVRTC take it
+  // The 'a' variants start at sm_90 and the 'f' ones at sm_100: refused before any compile.
+  CHECK_THROWS_WITH_AS(parse_target("sm_80a"), doctest::Contains("only for sm_90 and newer"),
+                       kjit::Error);
+  CHECK_KJIT_ERROR(parse_target("sm_90f"), kjit::Errc::Unsupported);
   CHECK_KJIT_ERROR(parse_target("sm_090"), kjit::Errc::InvalidArgument);  // one spelling per arch
 
   CHECK(parse_size("123") == 123u);

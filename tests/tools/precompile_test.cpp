@@ -260,6 +260,38 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
   CHECK(missing.rc == 2);
   CHECK(missing.err.find("nope.json") != std::string::npos);
 
+  // -a and -p take one value each: what follows is a manifest, not a second arch or problem.
+  auto after_arch = run_tool(
+      "kjit-precompile", "-n -a sm_90 " + dir.path + "/nope.json --cache-dir " + cache, dir.path);
+  CHECK(after_arch.rc == 2);
+  CHECK(after_arch.err.find("nope.json: cannot open it") != std::string::npos);
+  auto sm80a = run_tool("kjit-precompile", "-n -a sm_80a --cache-dir " + cache, dir.path);
+  CHECK(sm80a.rc == 2);
+  CHECK(sm80a.err.find("'a' variant") != std::string::npos);
+  // An empty --cache-dir is refused, not read as "the default folder".
+  auto empty_dir = run_tool("kjit-precompile", "-n --cache-dir ''", dir.path);
+  CHECK(empty_dir.rc == 2);
+  CHECK(empty_dir.err.find("must not be empty") != std::string::npos);
+  // A key given twice in one object is an error, as it is in the short form.
+  auto twice = run_tool("kjit-precompile",
+                        "-n --cache-dir " + cache +
+                            " -p '{\"op\":\"group_norm\",\"shape\":[2,64,8,8],\"groups\":32,"
+                            "\"groups\":16}'",
+                        dir.path);
+  CHECK(twice.rc == 1);
+  CHECK(twice.err.find("key 'groups' appears twice") != std::string::npos);
+  // A NUL byte would end the JSON text early: the manifest is refused.
+  kjit_test::write_text(dir.path + "/nul.json", std::string("{\"problems\":[]}\0garbage", 24));
+  auto nul =
+      run_tool("kjit-precompile", "-n " + dir.path + "/nul.json --cache-dir " + cache, dir.path);
+  CHECK(nul.rc == 2);
+  CHECK(nul.err.find("a NUL byte at offset 15") != std::string::npos);
+  // Output that cannot be written is a failure, not exit 0.
+  auto full =
+      run_tool("kjit-precompile", "-n --json --cache-dir " + cache + " >/dev/full", dir.path);
+  CHECK(full.rc == 1);
+  CHECK(full.err.find("cannot write the output") != std::string::npos);
+
   auto ops = run_tool("kjit-precompile", "--list-ops", dir.path);
   CHECK(ops.rc == 0);
   CHECK(ops.out == "group_norm\nlinear_gn_min\n");
@@ -280,4 +312,18 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
   CHECK(bad.rc == 1);
   CHECK(bad.json()["problems"].size() == 1);
   CHECK(bad.err.find("divisible") != std::string::npos);
+}
+
+TEST_CASE("kjit-info and kjit-demo: usage errors exit 2, output that cannot be written fails") {
+  TempDir dir;
+  CHECK(run_tool("kjit-info", "--bogus", dir.path).rc == 2);
+  CHECK(run_tool("kjit-info", "--arch", dir.path).rc == 2);  // no value
+  CHECK(run_tool("kjit-demo", "--calls x", dir.path).rc == 2);
+  auto info = run_tool("kjit-info", "--json", dir.path);
+  INFO(info.err);
+  REQUIRE(info.rc == 0);
+  CHECK(info.json()["kjit_version"].is_string());
+  auto full = run_tool("kjit-info", "--json >/dev/full", dir.path);
+  CHECK(full.rc == 1);
+  CHECK(full.err.find("cannot write the output") != std::string::npos);
 }

@@ -61,6 +61,10 @@ class Compiler {
   // The target for a device of compute capability cc (e.g. 90): "sm_90" if NVRTC knows it, else
   // "compute_<newest>" (PTX, JIT-compiled by the driver).
   static std::string arch_for_cc(int cc);
+  // The SM number of an arch name ("sm_90", "sm_90a", "sm_100f", "compute_90", ...): throws
+  // InvalidArgument for another form, Unsupported for an arch or variant this NVRTC cannot
+  // target (sm_80a: the 'a' variants start at sm_90, the 'f' ones at sm_100).
+  static int arch_sm(const std::string& arch);
 
  private:
   using Closure = std::vector<std::pair<std::string, std::string>>;

@@ -17,10 +17,11 @@ class Spec {
   // function: the qualified name of the __global__ function template in it.
   Spec(std::string header, std::string function);
 
-  Spec& value(int64_t v);       // an integral template argument
-  Spec& value(bool v);          // "true" / "false"
-  Spec& type(DType t);          // float, kjit::half, kjit::bfloat16
-  Spec& type(std::string cxx);  // any C++ type name visible in the header (checked by NVRTC)
+  Spec& value(int64_t v);             // an integral template argument
+  Spec& value(bool v);                // "true" / "false"
+  Spec& value(const char*) = delete;  // would convert to bool: use type() for a name
+  Spec& type(DType t);                // float, kjit::half, kjit::bfloat16
+  Spec& type(std::string cxx);        // any C++ type name visible in the header (checked by NVRTC)
   Spec& value(int v) { return value(static_cast<int64_t>(v)); }
   Spec& value(unsigned v) { return value(static_cast<int64_t>(v)); }
 
