@@ -290,9 +290,15 @@ int run(int argc, char** argv) {
     }
     if (imp->parsed()) {
       if (!require_writable(cache, "import")) return 1;
+      const uint64_t oversized = cache.stats().oversized;
       const uint64_t n = cache.import_from(file);
-      std::printf("imported %llu entries from %s into %s\n", static_cast<unsigned long long>(n),
+      const uint64_t skipped = cache.stats().oversized - oversized;
+      std::printf("imported %llu entries from %s into %s", static_cast<unsigned long long>(n),
                   file.c_str(), cache.dir().c_str());
+      if (skipped)
+        std::printf(" (%llu skipped: over half the size cap)",
+                    static_cast<unsigned long long>(skipped));
+      std::printf("\n");
       return 0;
     }
   } catch (const std::exception& e) {

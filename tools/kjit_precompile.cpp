@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "kjit/kjit.hpp"
@@ -51,6 +52,7 @@ struct Job {
   kjit::Spec spec;
   Target target;
   std::vector<std::string> entries;  // ProblemEntry::name() of each problem that asked for it
+  std::set<std::string> entry_set;   // the same names, to add each once in O(log n)
   Status status = Status::Pending;
   double ms = 0;
   size_t bytes = 0;
@@ -314,7 +316,7 @@ int run(int argc, char** argv) {
           auto [it, fresh] = job_index.emplace(id, jobs.size());
           if (fresh) jobs.emplace_back(std::move(s), t);
           Job& j = jobs[it->second];
-          if (j.entries.empty() || j.entries.back() != pe.name()) j.entries.push_back(pe.name());
+          if (j.entry_set.insert(pe.name()).second) j.entries.push_back(pe.name());
         }
       }
       passed.push_back(&pe.problem);

@@ -157,11 +157,12 @@ std::string not_empty(const std::string& value) {
 }
 
 int finish_output(const char* tool, int rc) {
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::fprintf(stderr, "%s: cannot write the output: %s\n", tool, std::strerror(errno));
-    return rc == 0 ? 1 : rc;
-  }
-  return rc;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return rc;
+  std::fprintf(stderr, "%s: cannot write the output: %s\n", tool,
+               flushed ? "an earlier write failed" : std::strerror(err));
+  return rc == 0 ? 1 : rc;
 }
 
 std::string not_writable_text(const std::string& what, const cache::DiskCache& cache) {

@@ -142,12 +142,20 @@ uint64_t remove_older_than(Scan* scan, int64_t cutoff_ns) {
 uint64_t remove_oldest(Scan* scan, uint64_t target_bytes) {
   uint64_t n = 0;
   size_t i = 0;
+  uint64_t stuck = 0;  // bytes of entries it may not delete (still on disk: still counted)
   for (; i < scan->entries.size() && scan->entry_bytes > target_bytes; ++i) {
     const FileRecord& e = scan->entries[i];
-    if (remove_file(e.path))
+    if (remove_file(e.path)) {
       ++n;
-    else if (errno != ENOENT)
-      continue;  // still on disk: still counts; try a newer entry
+    } else if (errno != ENOENT) {
+      // Once those alone exceed the target, no deletion can reach it: stop rather than empty
+      // the cache of everything newer (the caller waits before trying again).
+      if ((stuck += e.size) >= target_bytes) {
+        ++i;
+        break;
+      }
+      continue;
+    }
     scan->entry_bytes -= e.size;
   }
   scan->entries.erase(scan->entries.begin(), scan->entries.begin() + static_cast<long>(i));

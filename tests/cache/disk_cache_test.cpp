@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 
-#include <chrono>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -312,10 +311,8 @@ TEST_CASE("an archive entry claiming more than 1 GiB is refused unread") {
   write_file(path, head);
   REQUIRE(::truncate(path.c_str(), (off_t{1} << 31) + 4096) == 0);
   DiskCache cache(options_for(tmp.path()));
-  const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(cache.import_from(path), doctest::Contains("over the 1 GiB limit"),
                        std::runtime_error);
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));  // not read
   CHECK(cache.list().empty());
 }
 

@@ -75,35 +75,76 @@ TEST_CASE("several writers on one folder keep it near the cap") {
   CHECK(evictions > 0);
 }
 
+namespace {
+
+// `count` entries of `bytes` each, the oldest in the cache, in shard folders made read-only for
+// the guard's lifetime: entries a trim may not delete (not for root, who may).
+class StuckEntries {
+ public:
+  StuckEntries(const std::string& dir, const Options& o, int count, size_t bytes) {
+    DiskCache cache(o);
+    for (int i = 0; i < count; ++i) {
+      const Key k = key_of("stuck" + std::to_string(i));
+      REQUIRE(cache.put(k, entry_of(std::string(bytes, 's'))));
+      age_file(entry_path(dir, k), 200000 + i);
+      shards_.push_back(dir + "/v1/" + k.hex().substr(0, 2));
+    }
+    for (const std::string& d : shards_) REQUIRE(::chmod(d.c_str(), 0555) == 0);
+  }
+  ~StuckEntries() {
+    for (const std::string& d : shards_) ::chmod(d.c_str(), 0755);
+  }
+
+ private:
+  std::vector<std::string> shards_;
+};
+
+bool skip_as_root() {
+  if (::geteuid() != 0) return false;
+  MESSAGE("skipped: root may delete from a read-only folder");
+  return true;
+}
+
+}  // namespace
+
 // A trim that cannot delete an entry (a shard folder it may not write) must still count its
 // bytes: it deletes newer entries instead, and the folder ends under the cap.
 TEST_CASE("entries the trim cannot delete still count toward the cap") {
-  if (::geteuid() == 0) {
-    MESSAGE("skipped: root may delete from a read-only folder");
-    return;
-  }
+  if (skip_as_root()) return;
   TempDir tmp;
   Options o = options_for(tmp.path());
   o.max_bytes = 100 << 10;
-  std::vector<std::string> locked_shards;
+  uint64_t on_disk = 0;
   {
+    StuckEntries stuck(tmp.path(), o, 12, 1000);
     DiskCache cache(o);
-    for (int i = 0; i < 12; ++i) {  // the oldest entries, in folders made read-only below
-      const Key k = key_of("stuck" + std::to_string(i));
-      REQUIRE(cache.put(k, entry_of(std::string(1000, 's'))));
-      age_file(entry_path(tmp.path(), k), 200000 + i);
-      locked_shards.push_back(tmp.path() + "/v1/" + k.hex().substr(0, 2));
+    for (int i = 0; i < 100; ++i) {
+      const Key k = key_of("fresh" + std::to_string(i));
+      if (cache.put(k, entry_of(std::string(4000, 'f'))))
+        age_file(entry_path(tmp.path(), k), 100000 - i);
     }
+    on_disk = cache.total_bytes();
   }
-  for (const std::string& d : locked_shards) REQUIRE(::chmod(d.c_str(), 0555) == 0);
-  DiskCache cache(o);
-  for (int i = 0; i < 100; ++i) {
-    const Key k = key_of("fresh" + std::to_string(i));
-    if (cache.put(k, entry_of(std::string(4000, 'f'))))
-      age_file(entry_path(tmp.path(), k), 100000 - i);
-  }
-  for (const std::string& d : locked_shards) ::chmod(d.c_str(), 0755);
-  const uint64_t on_disk = DiskCache(o).total_bytes();
   MESSAGE(on_disk << " bytes on disk for a cap of " << o.max_bytes);
   CHECK(on_disk <= o.max_bytes);
+}
+
+// When the entries a trim may not delete exceed its target on their own, no deletion can reach
+// it: the trim stops there instead of emptying the cache of every newer entry.
+TEST_CASE("a trim that cannot reach its target keeps the newer entries") {
+  if (skip_as_root()) return;
+  TempDir tmp;
+  Options o = options_for(tmp.path());
+  o.max_bytes = 100 << 10;
+  StuckEntries stuck(tmp.path(), o, 24, 4000);  // ~98 KB: over the trim's ~90% target
+  DiskCache cache(o);
+  int stored = 0, kept = 0;
+  for (int i = 0; i < 40; ++i) {
+    const Key k = key_of("fresh" + std::to_string(i));
+    if (!cache.put(k, entry_of(std::string(1000, 'f')))) continue;  // a locked shard
+    ++stored;
+    kept += exists(entry_path(tmp.path(), k));  // not deleted by the trim its own put ran
+  }
+  CHECK(stored > 0);
+  CHECK(kept == stored);
 }

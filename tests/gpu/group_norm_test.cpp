@@ -1008,6 +1008,13 @@ TEST_CASE("group_norm: bad inputs raise InvalidArgument and write nothing") {
                        doctest::Contains("threads = 48"), kjit::Error);
   CHECK_THROWS_WITH_AS(kjit::ops::reserve_group_norm_workspace(rt, empty, forced, stream),
                        doctest::Contains("threads = 48"), kjit::Error);
+  // S == 0: the groups are empty and no config describes them; the one prepare returns (its
+  // iters are 0) is taken back without a check.
+  const GroupNormProblem flat = GroupNormProblem::from_shape({8, 64, 0}, 32, DType::F32);
+  kjit::ops::GroupNormOptions back;
+  back.config = kjit::ops::prepare_group_norm(rt, flat);
+  kjit::ops::group_norm(rt, flat, X, Y, W, W, back, stream);
+  CHECK(kjit::ops::reserve_group_norm_workspace(rt, flat, back, stream) == 0);
 }
 
 TEST_CASE("group_norm: autotune picks a candidate and reuses it from the cache") {

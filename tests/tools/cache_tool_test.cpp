@@ -266,10 +266,12 @@ TEST_CASE("kjit-cache usage errors") {
   struct stat st;
   REQUIRE(::lstat(fifo.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
-  auto full =
-      run_tool("kjit-cache", "stats --json --cache-dir " + dir.path + " >/dev/full", dir.path);
-  CHECK(full.rc == 1);
-  CHECK(full.err.find("cannot write the output") != std::string::npos);
+  if (std::filesystem::exists("/dev/full")) {
+    auto full =
+        run_tool("kjit-cache", "stats --json --cache-dir " + dir.path + " >/dev/full", dir.path);
+    CHECK(full.rc == 1);
+    CHECK(full.err.find("cannot write the output") != std::string::npos);
+  }
   auto help = run_tool("kjit-cache", "--help", dir.path);
   CHECK(help.rc == 0);
   CHECK(help.out.find("verify") != std::string::npos);

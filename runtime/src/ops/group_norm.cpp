@@ -261,12 +261,13 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
   });
 }
 
-// An empty tensor enqueues nothing, but a config the caller forced must still be one the problem
-// accepts: it would be rejected as soon as the same code ran on a non-empty batch.
+// An empty tensor enqueues nothing. With N == 0 a config the caller forced must still be one the
+// problem accepts (it would be rejected as soon as a batch arrived); with S == 0 the groups are
+// empty and no config describes them (the heuristic's own has iters = 0), so none is checked.
 static bool empty_problem(Runtime& rt, const GroupNormProblem& p, const GroupNormOptions& opt,
                           bool aligned) {
   if (p.N != 0 && p.S != 0) return false;
-  if (opt.config) validate_config(p, *opt.config, rt.props().cc(), aligned);
+  if (opt.config && p.S != 0) validate_config(p, *opt.config, rt.props().cc(), aligned);
   return true;
 }
 

@@ -88,7 +88,8 @@ struct GroupNormOptions {
 
 // y may alias x (in place). Pointers are device pointers in the runtime's context; weight/bias
 // may be null when has_weight/has_bias are false. Throws InvalidArgument (naming the value and
-// the rule) before anything is written. N == 0 or S == 0 is an empty tensor: nothing to do.
+// the rule) before anything is written. N == 0 or S == 0 is an empty tensor: nothing is enqueued
+// (with N == 0 a forced opt.config is still checked against the problem).
 void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, const void* weight,
                 const void* bias, const GroupNormOptions& opt, CUstream stream);
 
