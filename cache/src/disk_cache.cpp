@@ -206,7 +206,7 @@ void DiskCache::Impl::trim_if_over_cap() {
 uint64_t DiskCache::Impl::trim_locked(uint64_t target) {
   Scan scan = scan_cache(layout);
   remove_stale_temps(scan, now_ns());
-  uint64_t removed = remove_oldest(&scan, target);
+  uint64_t removed = remove_oldest(&scan, target, /*give_up=*/true);
   evictions += removed;
   approx_total = scan.entry_bytes;
   return removed;
@@ -378,7 +378,7 @@ uint64_t DiskCache::prune(std::optional<uint64_t> target_bytes,
     const int64_t age_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(*max_age).count();
     removed += remove_older_than(&scan, now_ns() - age_ns);
   }
-  if (target_bytes) removed += remove_oldest(&scan, *target_bytes);
+  if (target_bytes) removed += remove_oldest(&scan, *target_bytes, /*give_up=*/false);
   m.evictions += removed;
   m.approx_total = scan.entry_bytes;
   return removed;

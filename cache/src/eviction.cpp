@@ -139,7 +139,7 @@ uint64_t remove_older_than(Scan* scan, int64_t cutoff_ns) {
   return n;
 }
 
-uint64_t remove_oldest(Scan* scan, uint64_t target_bytes) {
+uint64_t remove_oldest(Scan* scan, uint64_t target_bytes, bool give_up) {
   uint64_t n = 0;
   size_t i = 0;
   uint64_t stuck = 0;  // bytes of entries it may not delete (still on disk: still counted)
@@ -148,9 +148,9 @@ uint64_t remove_oldest(Scan* scan, uint64_t target_bytes) {
     if (remove_file(e.path)) {
       ++n;
     } else if (errno != ENOENT) {
-      // Once those alone exceed the target, no deletion can reach it: stop rather than empty
-      // the cache of everything newer (the caller waits before trying again).
-      if ((stuck += e.size) >= target_bytes) {
+      // Once those alone reach the target, no deletion can: the automatic trim stops rather
+      // than empty the cache of everything newer (and waits before trying again).
+      if ((stuck += e.size) >= target_bytes && give_up) {
         ++i;
         break;
       }

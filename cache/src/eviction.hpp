@@ -43,8 +43,11 @@ uint64_t remove_unused_locks(const Layout& layout);
 
 // Entries last used before `cutoff_ns`. Removed ones leave `scan`; returns how many.
 uint64_t remove_older_than(Scan* scan, int64_t cutoff_ns);
-// Oldest first until the entries total at most `target_bytes`. Returns how many were removed.
-uint64_t remove_oldest(Scan* scan, uint64_t target_bytes);
+// Oldest first until the entries total at most `target_bytes`. Entries it may not delete still
+// count; with `give_up`, it stops once those alone reach the target (no deletion could: the
+// automatic trim keeps the newer entries then), else it removes all it can (prune). Returns how
+// many were removed.
+uint64_t remove_oldest(Scan* scan, uint64_t target_bytes, bool give_up);
 
 int64_t now_ns();
 

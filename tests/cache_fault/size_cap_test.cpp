@@ -148,3 +148,19 @@ TEST_CASE("a trim that cannot reach its target keeps the newer entries") {
   CHECK(stored > 0);
   CHECK(kept == stored);
 }
+
+// prune is asked to remove what it can: entries it may not delete do not stop it.
+TEST_CASE("prune removes every entry it may delete, past the ones it may not") {
+  if (skip_as_root()) return;
+  TempDir tmp;
+  Options o = options_for(tmp.path());
+  o.max_bytes = 0;  // no automatic trim
+  StuckEntries stuck(tmp.path(), o, 4, 1000);
+  DiskCache cache(o);
+  uint64_t stored = 0;
+  for (int i = 0; i < 20; ++i)
+    stored += cache.put(key_of("fresh" + std::to_string(i)), entry_of(std::string(1000, 'f')));
+  REQUIRE(stored > 0);
+  CHECK(cache.prune(uint64_t{0}, std::nullopt) == stored);
+  CHECK(cache.list().size() == 4u);  // the stuck ones
+}
