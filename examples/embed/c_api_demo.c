@@ -5,9 +5,6 @@
 #include <kjit/c_api.h>
 #include <stdio.h>
 
-/* The C ABI returns kjit::Errc + 1: these two mean "no GPU here". */
-enum { kNoDriver = 2, kNoDevice = 3 };
-
 int main(void) {
   printf("c_api_demo: kjit %s\n", kjit_version());
   /* [c_api] */
@@ -15,13 +12,13 @@ int main(void) {
   int rc = kjit_group_norm_prepare("f32", "nchw", /*n=*/8, /*c=*/256, /*s=*/24 * 24,
                                    /*groups=*/32, /*silu=*/1, /*affine=*/1, /*autotune=*/0, config,
                                    (int64_t)sizeof config);
-  if (rc != 0) {
+  if (rc != KJIT_OK) {
     printf("c_api_demo: kjit_group_norm_prepare returned %d: %s\n", rc, kjit_last_error());
   } else {
     printf("c_api_demo: GroupNorm 8x256x24x24 G=32 f32 prepared: %s\n", config);
   }
   /* [/c_api] */
-  if (rc == kNoDriver || rc == kNoDevice) {
+  if (rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE) { /* no GPU here */
     printf("c_api_demo: no GPU: nothing to run\n");
     return 0;
   }

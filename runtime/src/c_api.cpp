@@ -19,19 +19,44 @@ kjit::Runtime& runtime() {
   return rt;
 }
 
+// The codes the header promises, one per Errc.
+static_assert(static_cast<int>(kjit::Errc::InvalidArgument) + 1 == KJIT_ERR_INVALID_ARGUMENT);
+static_assert(static_cast<int>(kjit::Errc::NoDriver) + 1 == KJIT_ERR_NO_DRIVER);
+static_assert(static_cast<int>(kjit::Errc::NoDevice) + 1 == KJIT_ERR_NO_DEVICE);
+static_assert(static_cast<int>(kjit::Errc::Cuda) + 1 == KJIT_ERR_CUDA);
+static_assert(static_cast<int>(kjit::Errc::Nvrtc) + 1 == KJIT_ERR_NVRTC);
+static_assert(static_cast<int>(kjit::Errc::Compile) + 1 == KJIT_ERR_COMPILE);
+static_assert(static_cast<int>(kjit::Errc::Cublas) + 1 == KJIT_ERR_CUBLAS);
+static_assert(static_cast<int>(kjit::Errc::Unsupported) + 1 == KJIT_ERR_UNSUPPORTED);
+static_assert(static_cast<int>(kjit::Errc::CaptureCompile) + 1 == KJIT_ERR_CAPTURE_COMPILE);
+static_assert(static_cast<int>(kjit::Errc::NotFound) + 1 == KJIT_ERR_NOT_FOUND);
+static_assert(static_cast<int>(kjit::Errc::Io) + 1 == KJIT_ERR_IO);
+
+// Builds the message without letting an allocation failure escape (nothing may cross extern
+// "C"): without memory for it, the message is empty and the code still says what happened.
+void set_error(const char* kind, const char* what) noexcept {
+  try {
+    g_error.assign(kind).append(": ").append(what);
+  } catch (...) {
+    g_error.clear();
+  }
+}
+
 template <class F>
-int guarded(F&& f) {
+int guarded(F&& f) noexcept {
   try {
     f();
     g_error.clear();
-    return 0;
+    return KJIT_OK;
   } catch (const kjit::Error& e) {
-    g_error = std::string(kjit::errc_name(e.code())) + ": " + e.what();
+    set_error(kjit::errc_name(e.code()), e.what());
     return static_cast<int>(e.code()) + 1;
   } catch (const std::exception& e) {
-    g_error = std::string("internal: ") + e.what();
-    return 1000;
+    set_error("internal", e.what());
+  } catch (...) {
+    set_error("internal", "an exception that is not a std::exception");
   }
+  return KJIT_ERR_INTERNAL;
 }
 
 const char* not_null(const char* s, const char* what) {
@@ -66,11 +91,22 @@ kjit::ops::LinearGnMinProblem lgm_problem(const char* precision, int64_t m, int6
   return p;
 }
 
+// buf and size, checked before any work: a caller that passes a buffer gets text in it or an
+// error, never an untouched buffer.
+void check_buffer(const char* buf, int64_t size) {
+  if (buf && size <= 0)
+    throw kjit::Error(kjit::Errc::InvalidArgument,
+                      "size = " + std::to_string(size) + " must be > 0 when buf is not NULL");
+}
+
+// The text, or InvalidArgument naming the size it needs (nothing is written then).
 void copy_text(const std::string& text, char* buf, int64_t size) {
-  if (buf && size > 0) {
-    std::strncpy(buf, text.c_str(), static_cast<size_t>(size) - 1);
-    buf[size - 1] = '\0';
-  }
+  if (!buf) return;
+  if (static_cast<uint64_t>(size) <= text.size())
+    throw kjit::Error(kjit::Errc::InvalidArgument, "size = " + std::to_string(size) +
+                                                       " is too small: the text needs " +
+                                                       std::to_string(text.size() + 1) + " bytes");
+  std::memcpy(buf, text.c_str(), text.size() + 1);
 }
 
 }  // namespace
@@ -105,6 +141,7 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
   return guarded([&] {
     auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
     kjit::ops::validate(p);
+    check_buffer(buf, size);
     kjit::ops::GroupNormOptions o;
     o.autotune = autotune != 0;
     copy_text(kjit::ops::prepare_group_norm(runtime(), p, o).describe(), buf, size);
@@ -147,6 +184,7 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
     o.autotune = autotune != 0;
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate(p);
+    check_buffer(buf, size);
     auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, o);
     copy_text(info.kernel + "; GEMM " + info.gemm_algo + " (" + info.gemm_source + ")", buf, size);
   });

@@ -8,7 +8,7 @@
 
 namespace {
 
-constexpr int kInvalidArgument = 1;  // Errc::InvalidArgument + 1
+constexpr int kInvalidArgument = KJIT_ERR_INVALID_ARGUMENT;
 
 bool last_error_has(const char* text) {
   return std::string(kjit_last_error()).find(text) != std::string::npos;
@@ -73,4 +73,22 @@ TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before
   CHECK(last_error_has("divisible"));
   CHECK(kjit_linear_gn_min_reserve_workspace(nullptr, 4, 8, 8, 2, nullptr) == kInvalidArgument);
   CHECK(last_error_has("precision is NULL"));
+}
+
+// A prepare that gets a buffer checks its size first (a caller must never read an untouched
+// buffer as the answer); the codes are the header's.
+TEST_CASE("prepare: a buffer needs a positive size; the codes are named in the header") {
+  char text[8] = "unset";
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, text, 0) == kInvalidArgument);
+  CHECK(last_error_has("size = 0 must be > 0 when buf is not NULL"));
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, text, -1) == kInvalidArgument);
+  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 2, 0, text, 0) == kInvalidArgument);
+  CHECK(last_error_has("size = 0"));
+  CHECK(std::string(text) == "unset");
+  // No buffer at all is fine: the plan is built, the text dropped (here: no driver, or a GPU).
+  const int rc = kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, 0);
+  CHECK(rc != kInvalidArgument);
+  CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
+  CHECK(KJIT_ERR_IO == 11);
+  CHECK(KJIT_ERR_INTERNAL == 1000);
 }

@@ -23,7 +23,16 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
       {"", "not valid JSON"},
       {R"({"op": "group_norm"})", "must be a JSON array"},
       {R"([{"op": "group_norm", "shape": [8, 256]}])", "case 0: [json.exception.out_of_range.403]"},
-      {R"([{"op": "group_norm", "shape": "8x256", "groups": 32}])", "type must be array"},
+      {R"([{"op": "group_norm", "shape": "8x256", "groups": 32}])", "shape must be an array"},
+      {R"([{"op": "group_norm", "shape": [8, 256, 4], "groups": 30.9}])",
+       "groups = 30.9 must be an integer"},
+      {R"([{"op": "group_norm", "shape": [8, 256.9, 4], "groups": 32}])",
+       "a shape dimension = 256.9 must be an integer"},
+      {R"([{"op": "group_norm", "shape": [8, 256, 4], "groups": 1e300}])", "must be an integer"},
+      {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32, "dtpye": "bf16"}])",
+       "unknown key 'dtpye'"},
+      {R"([{"op": "linear_gn_min", "shape": [8, 64, 64], "groups": 8, "layout": "nhwc"}])",
+       "unknown key 'layout' for op 'linear_gn_min'"},
       {R"([{"op": "groupnorm", "shape": [8, 256], "groups": 32}])", "must be group_norm or"},
       {R"([{"op": "group_norm", "shape": [8, 256, 4], "groups": 30}])", "divisible by groups"},
       {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32, "layout": "NHWC"}])",
@@ -50,5 +59,13 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
       run_tool("kjit-bench", "--json " + dir.path + "/no/such/dir/x.json", dir.path);
   CHECK(unwritable.rc == 1);
   CHECK(unwritable.err.find("cannot write the results") != std::string::npos);
-  CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc != 0);
+  CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc == 2);
+  CHECK(run_tool("kjit-bench", "--shapes ''", dir.path).rc == 2);  // not the default list
+  CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
+  // A run that fails (here: no driver) leaves an earlier results file as it was.
+  const std::string results = dir.path + "/results.json";
+  kjit_test::write_text(results, "{\"earlier\": true}\n");
+  const auto failed = run_tool("kjit-bench", "--skip-jit --json " + results, dir.path);
+  if (failed.err.find("no_driver") != std::string::npos)
+    CHECK(kjit_test::read_text(results) == "{\"earlier\": true}\n");
 }

@@ -100,9 +100,23 @@ std::vector<Case> load_cases(const std::string& path) {
     if (!e.is_object()) bad(where, "must be an object {op, shape, groups, dtype, layout}");
     Case c;
     try {
+      // Numbers are integers (30.9 or 1e300 would convert silently), and every key is one the
+      // case uses (a typo such as "dtpye" would run the default).
+      auto integer = [&](const nlohmann::json& v, const std::string& what) {
+        if (!v.is_number_integer()) bad(where, what + " = " + v.dump() + " must be an integer");
+        return v.get<int64_t>();
+      };
       c.op = e.at("op").get<std::string>();
-      c.shape = e.at("shape").get<std::vector<int64_t>>();
-      c.groups = e.at("groups").get<int64_t>();
+      for (const auto& [key, value] : e.items()) {
+        (void)value;
+        const bool known = key == "op" || key == "shape" || key == "groups" || key == "dtype" ||
+                           (key == "layout" && c.op == "group_norm");
+        if (!known) bad(where, "unknown key '" + key + "' for op '" + c.op + "'");
+      }
+      const nlohmann::json& shape = e.at("shape");
+      if (!shape.is_array()) bad(where, "shape must be an array of integers");
+      for (const nlohmann::json& d : shape) c.shape.push_back(integer(d, "a shape dimension"));
+      c.groups = integer(e.at("groups"), "groups");
       c.dtype = e.value("dtype", c.op == "linear_gn_min" ? "fp32" : "f32");
       c.layout = e.value("layout", "nchw");
       check_case(c);

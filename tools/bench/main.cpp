@@ -10,13 +10,17 @@
 #include "timing.hpp"
 #include "tool_util.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"kjit-bench: kjit ops on this GPU (device time by CUDA-graph replay)"};
   std::string shapes_file, json_file, only_op;
   kjit_bench::Settings s;
   bool skip_jit = false;
-  app.add_option("--shapes", shapes_file, "JSON array of {op, shape, groups, dtype, layout}");
-  app.add_option("--json", json_file, "write all results to this file");
+  app.add_option("--shapes", shapes_file, "JSON array of {op, shape, groups, dtype, layout}")
+      ->check(kjit::tools::not_empty);
+  app.add_option("--json", json_file, "write all results to this file")
+      ->check(kjit::tools::not_empty);
   app.add_option("--op", only_op, "only this op (group_norm or linear_gn_min)")
       ->check(CLI::IsMember({"group_norm", "linear_gn_min"}));
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
@@ -32,19 +36,21 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
   app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   try {
     // The shape list first: a bad one is reported before the device work, and without a GPU too.
     const auto cases =
         shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
-    std::ofstream json_out;  // opened now: an unwritable path fails before minutes of work
-    if (!json_file.empty()) {
-      json_out.open(json_file);
-      if (!json_out) {
-        std::fprintf(stderr, "kjit-bench: cannot write the results to '%s'\n", json_file.c_str());
-        return 1;
-      }
+    // Checked now (opened for appending, so an earlier results file survives a failed run): an
+    // unwritable path fails before minutes of work. Truncated only when the results are written.
+    if (!json_file.empty() && !std::ofstream(json_file, std::ios::app)) {
+      std::fprintf(stderr, "kjit-bench: cannot write the results to '%s'\n", json_file.c_str());
+      return 1;
     }
     kjit::Runtime rt;
     kjit::Stream stream(rt);
@@ -103,6 +109,7 @@ int main(int argc, char** argv) {
       out["results"].push_back(row);
     }
     if (!json_file.empty()) {
+      std::ofstream json_out(json_file, std::ios::trunc);
       json_out << kjit::tools::json_text(out) << "\n";
       json_out.close();
       if (!json_out) {
@@ -119,4 +126,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kjit-bench: internal error: %s\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kjit::tools::finish_output("kjit-bench", run(argc, argv));
 }

@@ -1,8 +1,8 @@
 /* kjit's C ABI: for Python (ctypes) and other FFI callers. One process-wide runtime on the
- * device KJIT_DEVICE (default 0), created on first use. Every function returns 0 on success or
- * a nonzero kjit error code (Errc + 1; 1000 for an unexpected exception), with the message in
- * kjit_last_error() (per thread). Arguments are checked before the runtime is created: a bad one
- * gives 1 (invalid_argument) naming it, even without a driver. */
+ * device KJIT_DEVICE (default 0), created on first use. Every function returns KJIT_OK (0) on
+ * success or one of the KJIT_ERR_ codes below, with the message in kjit_last_error() (per
+ * thread, valid until that thread's next kjit call). Arguments are checked before the runtime is
+ * created: a bad one gives KJIT_ERR_INVALID_ARGUMENT naming it, even without a driver. */
 #ifndef KJIT_C_API_H
 #define KJIT_C_API_H
 
@@ -11,6 +11,23 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Return codes: kjit::Errc + 1, and KJIT_ERR_INTERNAL for an unexpected exception. */
+enum {
+  KJIT_OK = 0,
+  KJIT_ERR_INVALID_ARGUMENT = 1, /* a value breaks a documented rule */
+  KJIT_ERR_NO_DRIVER = 2,        /* libcuda.so.1 missing or not initialized */
+  KJIT_ERR_NO_DEVICE = 3,        /* no usable device (or KJIT_DEVICE out of range) */
+  KJIT_ERR_CUDA = 4,             /* a CUDA driver call failed */
+  KJIT_ERR_NVRTC = 5,            /* NVRTC itself failed */
+  KJIT_ERR_COMPILE = 6,          /* a kernel did not compile */
+  KJIT_ERR_CUBLAS = 7,           /* a cuBLASLt call failed */
+  KJIT_ERR_UNSUPPORTED = 8,      /* valid, but the device or toolkit cannot serve it */
+  KJIT_ERR_CAPTURE_COMPILE = 9,  /* would compile or allocate inside a graph capture */
+  KJIT_ERR_NOT_FOUND = 10,       /* unknown template, op or entry */
+  KJIT_ERR_IO = 11,              /* a file could not be read or written */
+  KJIT_ERR_INTERNAL = 1000       /* an unexpected exception */
+};
 
 const char* kjit_last_error(void);
 const char* kjit_version(void);
@@ -22,7 +39,8 @@ int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c,
                     const void* bias, float eps, void* stream, int autotune);
 
 /* Compile and load ahead (so a later call inside a graph capture compiles nothing). Writes the
- * chosen config as text into buf (size bytes). */
+ * chosen config as text into buf when buf is not NULL: size must then be > 0, and a buf too small
+ * for the text is KJIT_ERR_INVALID_ARGUMENT naming the size needed (nothing is written). */
 int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
                             int64_t groups, int silu, int affine, int autotune, char* buf,
                             int64_t size);
@@ -42,6 +60,7 @@ int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, i
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
                        float eps, void* stream, int autotune);
+/* As kjit_group_norm_prepare: the kernel and GEMM chosen, as text into buf. */
 int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
                                int64_t groups, int autotune, char* buf, int64_t size);
 /* Allocate kjit's workspace for `stream` ahead (a call captured into a graph on a stream without
