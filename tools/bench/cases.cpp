@@ -101,9 +101,13 @@ std::vector<Case> load_cases(const std::string& path) {
     Case c;
     try {
       // Numbers are integers (30.9 or 1e300 would convert silently), and every key is one the
-      // case uses (a typo such as "dtpye" would run the default).
+      // case uses (a typo such as "dtpye" would run the default). Thrown without `where`: the
+      // handler below adds it.
+      auto invalid = [](const std::string& what) {
+        throw kjit::Error(kjit::Errc::InvalidArgument, what);
+      };
       auto integer = [&](const nlohmann::json& v, const std::string& what) {
-        if (!v.is_number_integer()) bad(where, what + " = " + v.dump() + " must be an integer");
+        if (!v.is_number_integer()) invalid(what + " = " + v.dump() + " must be an integer");
         return v.get<int64_t>();
       };
       c.op = e.at("op").get<std::string>();
@@ -111,10 +115,10 @@ std::vector<Case> load_cases(const std::string& path) {
         (void)value;
         const bool known = key == "op" || key == "shape" || key == "groups" || key == "dtype" ||
                            (key == "layout" && c.op == "group_norm");
-        if (!known) bad(where, "unknown key '" + key + "' for op '" + c.op + "'");
+        if (!known) invalid("unknown key '" + key + "' for op '" + c.op + "'");
       }
       const nlohmann::json& shape = e.at("shape");
-      if (!shape.is_array()) bad(where, "shape must be an array of integers");
+      if (!shape.is_array()) invalid("shape must be an array of integers");
       for (const nlohmann::json& d : shape) c.shape.push_back(integer(d, "a shape dimension"));
       c.groups = integer(e.at("groups"), "groups");
       c.dtype = e.value("dtype", c.op == "linear_gn_min" ? "fp32" : "f32");
