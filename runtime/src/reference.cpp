@@ -97,8 +97,11 @@ std::vector<double> linear_gn_min_rows(const ops::LinearGnMinProblem& p, const f
       const double mean = sum / cg;
       for (int64_t c = g * cg; c < (g + 1) * cg; ++c) m2 += (y[c] - mean) * (y[c] - mean);
       const double rstd = 1.0 / std::sqrt(m2 / cg + eps);
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
-        mn = std::min(mn, (y[c] - mean) * rstd * gamma[c] + beta[c]);
+      // A NaN anywhere in the row makes its min NaN, as torch.min does (std::min would skip it).
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const double z = (y[c] - mean) * rstd * gamma[c] + beta[c];
+        mn = std::isnan(z) || std::isnan(mn) ? NAN : std::min(mn, z);
+      }
     }
     mins.push_back(mn);
   }

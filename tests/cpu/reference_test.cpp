@@ -92,3 +92,44 @@ TEST_CASE("reference: the slack follows each element's group in NHWC") {
         CHECK(slack[s * 4 + c] < 1e-6);
     }
 }
+
+// A non-finite value must match exactly on both sides: a finite output against a NaN reference
+// (or the reverse) fails, NaN against NaN passes, and sizes must agree.
+TEST_CASE("compare: non-finite values on either side, and sizes") {
+  const std::vector<double> nan_ref{NAN, 2.0};
+  const auto finite_out = kjit::host::compare({1.f, 2.f}, nan_ref, 1e-4, 1e-4);
+  CHECK_FALSE(finite_out.allclose);
+  CHECK(finite_out.nonfinite == 1);
+  const auto both_nan = kjit::host::compare({NAN, 2.f}, nan_ref, 1e-4, 1e-4);
+  CHECK(both_nan.allclose);
+  CHECK(both_nan.nonfinite == 0);
+  CHECK(both_nan.rel_l2 == 0.0);
+  CHECK(kjit::host::compare({INFINITY}, {INFINITY}, 1e-4, 1e-4).allclose);
+  CHECK_FALSE(kjit::host::compare({-INFINITY}, {INFINITY}, 1e-4, 1e-4).allclose);
+  CHECK_FALSE(kjit::host::compare({NAN}, {1.0}, 1e-4, 1e-4).allclose);
+  const auto short_out = kjit::host::compare({1.f}, {1.0, 2.0}, 1e-4, 1e-4);
+  CHECK_FALSE(short_out.allclose);
+  CHECK(std::isinf(short_out.rel_l2));
+}
+
+// The row minimum is NaN when any value of the row is (torch.min), e.g. a NaN input or eps = 0
+// on a constant group; std::min alone would skip the NaN.
+TEST_CASE("reference: linear_gn_min's row minimum keeps NaN") {
+  kjit::ops::LinearGnMinProblem p;
+  p.M = 1;
+  p.K = 2;
+  p.N = 4;
+  p.G = 2;
+  const std::vector<float> w{1, 0, 0, 1, 1, 1, 2, 1}, gamma(4, 1.f), beta(4, 0.f);
+  const std::vector<float> x{1.f, 3.f};
+  const auto fine = kjit::reference::linear_gn_min_rows(p, x.data(), w.data(), nullptr,
+                                                        gamma.data(), beta.data(), 1e-5, {0});
+  REQUIRE(fine.size() == 1u);
+  CHECK(std::isfinite(fine[0]));
+  const std::vector<float> nan_x{NAN, 3.f};
+  CHECK(std::isnan(kjit::reference::linear_gn_min_rows(p, nan_x.data(), w.data(), nullptr,
+                                                       gamma.data(), beta.data(), 1e-5, {0})[0]));
+  const std::vector<float> flat_w{1, 0, 1, 0, 1, 0, 1, 0};  // every channel the same: var 0
+  CHECK(std::isnan(kjit::reference::linear_gn_min_rows(p, x.data(), flat_w.data(), nullptr,
+                                                       gamma.data(), beta.data(), 0.0, {0})[0]));
+}

@@ -124,8 +124,8 @@ inline std::vector<float> from_bytes(kjit::DType t, const std::vector<unsigned c
 struct ErrorStats {
   double rel_l2 = 0;  // ||out - ref|| / ||ref||
   double max_abs = 0;
-  bool allclose = true;  // |out - ref| <= atol + rtol * |ref| everywhere
-  long long nonfinite = 0;
+  bool allclose = true;     // |out - ref| <= atol + rtol * |ref| everywhere
+  long long nonfinite = 0;  // elements where out or ref is NaN/inf and the other does not match
   long long ill_conditioned = 0;  // elements judged with their slack (compare's second form)
 };
 
@@ -137,9 +137,17 @@ inline ErrorStats compare(const std::vector<float>& out, const std::vector<doubl
                           double atol, double rtol, const std::vector<double>* slack = nullptr,
                           double ill_above = 1e-5) {
   ErrorStats s;
+  if (out.size() != ref.size() || (slack && slack->size() != ref.size())) {
+    s.allclose = false;  // never read past the shorter one; never a pass
+    s.rel_l2 = INFINITY;
+    return s;
+  }
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(out[i])) {
+    // A non-finite value on either side must match exactly (NaN for NaN, the same infinity):
+    // a finite output against a NaN reference would otherwise compare as within tolerance.
+    if (!std::isfinite(out[i]) || !std::isfinite(ref[i])) {
+      if (std::isnan(out[i]) ? std::isnan(ref[i]) : static_cast<double>(out[i]) == ref[i]) continue;
       ++s.nonfinite;
       s.allclose = false;
       continue;
