@@ -141,7 +141,7 @@ void read_archive(const std::string& path,
     std::string raw = in.take(key.bytes.size(), "key");
     std::memcpy(key.bytes.data(), raw.data(), key.bytes.size());
     uint64_t len = in.take_u64("entry length");
-    if (len > (uint64_t{1} << 30))  // as kMaxEntryBytes: no entry is larger; never allocate it
+    if (len > kMaxEntryBytes)  // no entry is larger: never allocate it
       fail(path, "entry " + key.hex() + " claims " + std::to_string(len) +
                      " bytes, over the 1 GiB limit of an entry");
     std::string entry = in.take(len, "entry");

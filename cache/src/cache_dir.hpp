@@ -24,6 +24,9 @@ inline constexpr std::string_view kEntrySuffix = ".kjit";
 inline constexpr std::string_view kLockSuffix = ".lock";
 inline constexpr std::string_view kTempMarker = ".tmp.";
 inline constexpr std::string_view kProbePrefix = "probe";
+// No kernel comes near this: a bigger file at an entry's path, or an archive record claiming
+// more, is never read into memory.
+inline constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
 
 struct Layout {
   std::string root;  // <dir>/v1

@@ -37,9 +37,6 @@ constexpr const char* kStallEnv = "KJIT_CACHE_TEST_STALL_WRITE_MS";
 
 enum class Lookup { Hit, Miss, Corrupt, ReadError };
 
-// No kernel comes near this: a bigger file at an entry's path is not read into memory.
-constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
-
 // Empty when `v1` can be written, else why not. Creating a file is the only honest test: access()
 // says yes to root on a 0555 folder and knows nothing about read-only bind mounts.
 std::string writability_problem(const std::string& v1) {

@@ -158,3 +158,25 @@ __device__ float block_sum(float v, float* red) {
   for (int i = 0; i < kThreads / 32; ++i) s += red[i];
   return s;
 }
+
+// (mean, M2) of the chunk a CTA holds in r (kPer packs a thread), exact two-pass; every thread
+// gets them.
+template <int kThreads, int kPer, class T>
+__device__ float2 chunk_mean_m2(const V16<T> (&r)[kPer], float* red) {
+  constexpr int kVec = 16 / sizeof(T);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) s += to_f(r[i].v[j]);
+  const float mean = block_sum<kThreads>(s, red) * (1.f / (kThreads * kPer * kVec));
+  float m2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const float d = to_f(r[i].v[j]) - mean;
+      m2 += d * d;
+    }
+  return make_float2(mean, block_sum<kThreads>(m2, red));
+}

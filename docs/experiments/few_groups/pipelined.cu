@@ -67,23 +67,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kPer; ++i)
       r[i] = load(x + off + (i * kThreads + threadIdx.x) * kVec, apply ? drop : keep);
     if (!apply) {
-      float s = 0.f;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i)
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) s += to_f(r[i].v[j]);
-      const float mean = block_sum<kThreads>(s, red) * (1.f / kChunk);
-      float m2 = 0.f;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i)
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float d = to_f(r[i].v[j]) - mean;
-          m2 += d * d;
-        }
-      m2 = block_sum<kThreads>(m2, red);
+      const float2 st = chunk_mean_m2<kThreads>(r, red);
       if (threadIdx.x == 0) {
-        w.part[c] = make_float2(mean, m2);
+        w.part[c] = st;
         asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrive + g) : "memory");
       }
     } else {

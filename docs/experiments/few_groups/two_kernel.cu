@@ -22,22 +22,8 @@ __global__ void __launch_bounds__(kThreads)
   V16<T> r[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) r[i] = load(xc + (i * kThreads + threadIdx.x) * kVec, keep);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i)
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) s += to_f(r[i].v[j]);
-  const float mean = block_sum<kThreads>(s, red) * (1.f / kChunk);
-  float m2 = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i)
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const float d = to_f(r[i].v[j]) - mean;
-      m2 += d * d;
-    }
-  m2 = block_sum<kThreads>(m2, red);
-  if (threadIdx.x == 0) part[blockIdx.x] = make_float2(mean, m2);
+  const float2 st = chunk_mean_m2<kThreads>(r, red);
+  if (threadIdx.x == 0) part[blockIdx.x] = st;
 }
 
 // Same chunking: merges the group's P (<= 64) partials, then normalizes, applies the affine

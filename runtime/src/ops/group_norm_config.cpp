@@ -178,11 +178,10 @@ void validate(const GroupNormProblem& p) {
   if (p.C % p.groups != 0)
     bad("C = " + std::to_string(p.C) +
         " must be divisible by groups = " + std::to_string(p.groups));
-  // The kernels index weight and bias (g * C/G + c) and a group's vectors in 32-bit ints; a CTA
-  // steps up to 1024 threads * 128 vectors past its last one before its loop ends, so groups stop
-  // 2^18 short of 2^31.
+  // The kernels index channels (g * C/G + c; groups divide C, so they fit too) and a group's
+  // vectors in 32-bit ints. A CTA steps up to 1024 threads * 128 vectors past its last vector
+  // before its loop ends, so groups stop 2^18 short of 2^31.
   if (p.C > INT_MAX) bad("C = " + std::to_string(p.C) + " exceeds 2^31-1 (32-bit channel indices)");
-  if (p.groups > INT_MAX) bad("groups = " + std::to_string(p.groups) + " exceeds 2^31-1");
   if (p.S > 0 && p.C / p.groups > INT64_MAX / p.S)
     bad("C/G * S = " + std::to_string(p.C / p.groups) + " * " + std::to_string(p.S) +
         " overflows 64 bits");
