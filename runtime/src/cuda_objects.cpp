@@ -168,7 +168,16 @@ std::vector<std::string> Graph::kernel_names() const {
     CUDA_KERNEL_NODE_PARAMS params{};
     detail::check_cu(get_params(nodes[i], &params), "cuGraphKernelNodeGetParams");
     const char* name = nullptr;
-    detail::check_cu(get_name(&name, params.func), "cuFuncGetName");
+    if (params.func) {
+      detail::check_cu(get_name(&name, params.func), "cuFuncGetName");
+    } else if (params.kern) {
+      // A node recorded from a library kernel (the CUDA runtime launches through cuLibrary)
+      // names a CUkernel and no CUfunction.
+      using GetKernelName = decltype(&cuKernelGetName);
+      static const auto get_kernel_name =
+          reinterpret_cast<GetKernelName>(detail::driver_proc("cuKernelGetName"));
+      detail::check_cu(get_kernel_name(&name, params.kern), "cuKernelGetName");
+    }
     names.emplace_back(name ? name : "");
   }
   return names;

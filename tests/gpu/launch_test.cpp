@@ -355,6 +355,40 @@ TEST_CASE("a cluster launch runs (sm_90)") {
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3.f);
 }
 
+// The CUDA runtime launches through cuLibrary: its graph nodes may name a CUkernel and no
+// CUfunction. kernel_names() names those too.
+TEST_CASE("graphs: kernel_names names a kernel launched from a CUlibrary") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const kjit::CompiledKernel ck =
+      rt.compiler().get(affine(kjit::DType::F32, 4, 1, false), rt.arch());
+  REQUIRE_FALSE(ck.is_ptx);
+  auto proc = [](const char* name) { return kjit::driver_proc(name); };
+  const auto load = reinterpret_cast<decltype(&cuLibraryLoadData)>(proc("cuLibraryLoadData"));
+  const auto get = reinterpret_cast<decltype(&cuLibraryGetKernel)>(proc("cuLibraryGetKernel"));
+  const auto unload = reinterpret_cast<decltype(&cuLibraryUnload)>(proc("cuLibraryUnload"));
+  const auto launch = reinterpret_cast<decltype(&cuLaunchKernel)>(proc("cuLaunchKernel"));
+  CUlibrary lib = nullptr;
+  REQUIRE(load(&lib, ck.binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  CUkernel kern = nullptr;
+  CHECK(get(&kern, lib, ck.lowered_name.c_str()) == CUDA_SUCCESS);
+  const int n = 256;
+  kjit::DeviceBuffer dx(rt, n * 4), dy(rt, n * 4);
+  CUdeviceptr px = dx.ptr(), py = dy.ptr();
+  int count = n;
+  void* params[] = {&px, &py, &count};
+  if (kern) {
+    kjit::Graph g(rt, stream, [&] {
+      REQUIRE(launch(reinterpret_cast<CUfunction>(kern), 1, 1, 1, 256, 1, 1, 0, stream, params,
+                     nullptr) == CUDA_SUCCESS);
+    });
+    const std::vector<std::string> names = g.kernel_names();
+    REQUIRE(names.size() == 1u);
+    CHECK(names[0] == ck.lowered_name);
+  }
+  CHECK(unload(lib) == CUDA_SUCCESS);
+}
+
 TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompile") {
   auto& rt = runtime();
   kjit::Stream stream(rt);
