@@ -1,5 +1,6 @@
 #include "stream_workspaces.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -37,42 +38,84 @@ CUdeviceptr StreamWorkspaces::find(CUstream stream, size_t bytes) const {
   return it != by_stream_.end() && it->second.bytes >= bytes ? it->second.ptr : 0;
 }
 
-CUdeviceptr StreamWorkspaces::get(Runtime& rt, CUstream stream, size_t bytes, const char* op,
-                                  const char* hint) {
-  if (const CUdeviceptr p = find(stream, bytes)) return p;
+StreamWorkspaces::Buf* StreamWorkspaces::slot(CUstream stream) {
+  const CUstream key = key_of(stream);
+  {
+    std::shared_lock lock(mu_);
+    auto it = by_stream_.find(key);
+    if (it != by_stream_.end()) return &it->second;
+  }
+  std::unique_lock lock(mu_);
+  return &by_stream_[key];
+}
+
+StreamWorkspaces::Lease StreamWorkspaces::try_lease(CUstream stream, size_t bytes) {
+  Buf* b = nullptr;
+  {
+    std::shared_lock lock(mu_);
+    auto it = by_stream_.find(key_of(stream));
+    if (it != by_stream_.end()) b = &it->second;
+  }
+  Lease l;
+  if (!b) return l;
+  l.lock_ = std::unique_lock<std::mutex>(b->order);
+  if (b->bytes >= bytes) {
+    l.ptr_ = b->ptr;
+  } else {
+    l.lock_.unlock();
+  }
+  return l;
+}
+
+StreamWorkspaces::Lease StreamWorkspaces::lease(Runtime& rt, CUstream stream, size_t bytes,
+                                                const char* op, const char* hint) {
+  Lease l = try_lease(stream, bytes);
+  if (l.ptr_) return l;
+  Buf* b = slot(stream);
+  l.lock_ = std::unique_lock<std::mutex>(b->order);
+  if (b->bytes >= bytes) {  // another thread on this stream grew it meanwhile
+    l.ptr_ = b->ptr;
+    return l;
+  }
   if (capturing(rt.context(), stream))
     throw Error(Errc::CaptureCompile, std::string(op) + ": the stream has no workspace of " +
                                           std::to_string(bytes) +
                                           " bytes yet and is being captured into a graph: " + hint);
-  // Allocated (and zeroed, which waits for the stream) before the lock: lookups of other streams
-  // on the launch path never wait behind it.
+  // Allocated (and zeroed) outside mu_: lookups of other streams never wait behind it.
   ContextGuard guard(rt.context());
-  bytes = (bytes + 3) / 4 * 4;  // whole 32-bit words, for the memset
-  const CUdeviceptr p = allocate(stream, bytes, op);
+  const size_t want = (std::max(bytes, 2 * b->bytes) + 3) / 4 * 4;  // whole words, for the memset
+  const CUdeviceptr p = allocate(want, op);
   std::unique_lock lock(mu_);
-  Buf& b = by_stream_[key_of(stream)];
-  if (b.bytes >= bytes) {  // another thread on this stream got there first; p was never used
-    driver().cuMemFree_fn(p);
-    return b.ptr;
-  }
-  if (b.ptr) retired_.push_back(b.ptr);
-  b.ptr = p;
-  b.bytes = bytes;
-  return p;
+  if (b->ptr) retired_.push_back(b->ptr);
+  b->ptr = p;
+  b->bytes = want;
+  l.ptr_ = p;
+  return l;
 }
 
-CUdeviceptr StreamWorkspaces::allocate(CUstream stream, size_t bytes, const char* op) const {
+CUdeviceptr StreamWorkspaces::get(Runtime& rt, CUstream stream, size_t bytes, const char* op,
+                                  const char* hint) {
+  return lease(rt, stream, bytes, op, hint).ptr();
+}
+
+CUdeviceptr StreamWorkspaces::allocate(size_t bytes, const char* op) const {
+  const Driver& d = driver();
   CUdeviceptr p = 0;
-  CUresult r = driver().cuMemAlloc_fn(&p, bytes);
+  CUresult r = d.cuMemAlloc_fn(&p, bytes);
   if (r != CUDA_SUCCESS)
     throw Error(Errc::Cuda, std::string(op) + ": cuMemAlloc of its " + std::to_string(bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
   if (!zeroed_) return p;
-  // Zero before any stream may use it: a graph captured on `stream` may be replayed on another.
-  r = driver().cuMemsetD32Async_fn(p, 0, bytes / 4, stream);
-  if (r == CUDA_SUCCESS) r = driver().cuStreamSynchronize_fn(stream);
+  // Zeroed on a stream of its own, before any stream may use it (a graph captured on one stream
+  // may be replayed on another). Waiting on the caller's stream instead would block this call
+  // behind all of its queued work, and forever if that work waits for the host.
+  CUstream z = nullptr;
+  r = d.cuStreamCreate_fn(&z, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) r = d.cuMemsetD32Async_fn(p, 0, bytes / 4, z);
+  if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize_fn(z);
+  if (z) d.cuStreamDestroy_fn(z);
   if (r != CUDA_SUCCESS) {
-    driver().cuMemFree_fn(p);
+    d.cuMemFree_fn(p);
     throw Error(Errc::Cuda, std::string(op) + ": zeroing its " + std::to_string(bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
   }

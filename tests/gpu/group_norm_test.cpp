@@ -347,6 +347,60 @@ TEST_CASE("group_norm: a split plan from fresh threads on the per-thread default
   for (auto& r : runs) check_result(cs, r.get());
 }
 
+// Several threads enqueueing split plans on one shared stream: the pair passes its partials from
+// one kernel to the next through the stream's workspace, and another thread's pair must not
+// land between the two.
+TEST_CASE("group_norm: split plans from several threads on one stream") {
+  auto& rt = runtime();
+  if (rt.props().cc() < 90) return;  // the heuristic splits on sm_90 only
+  const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::BF16);
+  REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
+  constexpr int kThreads = 3, kRounds = 16;  // a y per round: every call is checked
+  const size_t n = static_cast<size_t>(p.N * p.C * p.S);
+  const auto w = kjit::host::random_normal(p.dtype, 64, 1.f, 0.5f, 71);
+  const auto b = kjit::host::random_normal(p.dtype, 64, 0.f, 0.5f, 72);
+  const auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, w));
+  const auto db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, b));
+  std::vector<std::vector<double>> refs;
+  std::vector<kjit::DeviceBuffer> xs, ys;
+  for (int t = 0; t < kThreads; ++t) {
+    // Different means per thread: a pair that read another thread's partials is far off.
+    const auto x = kjit::host::random_normal(p.dtype, n, 4.f * static_cast<float>(t) - 3.f, 1.f,
+                                             kjit_test::seed() + 73 + static_cast<uint64_t>(t));
+    refs.push_back(kjit::reference::group_norm(p, x, w.data(), b.data(), 1e-5));
+    xs.push_back(kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(p.dtype, x)));
+    for (int r = 0; r < kRounds; ++r) {
+      ys.emplace_back(rt, n * kjit::dtype_size(p.dtype));
+      ys.back().fill_bytes(0xFF);
+    }
+  }
+  kjit::synchronize(rt);
+  kjit::Stream shared(rt);
+  std::atomic<int> arrived{0};
+  auto worker = [&](int t) {
+    arrived.fetch_add(1);
+    while (arrived.load() < kThreads) std::this_thread::yield();
+    for (int r = 0; r < kRounds; ++r)
+      kjit::ops::group_norm(rt, p, reinterpret_cast<void*>(xs[t].ptr()),
+                            reinterpret_cast<void*>(ys[static_cast<size_t>(t * kRounds + r)].ptr()),
+                            reinterpret_cast<void*>(dw.ptr()), reinterpret_cast<void*>(db.ptr()),
+                            {}, shared);
+  };
+  std::vector<std::future<void>> jobs;
+  for (int t = 0; t < kThreads; ++t) jobs.push_back(std::async(std::launch::async, worker, t));
+  for (auto& j : jobs) j.get();
+  shared.synchronize();
+  for (int t = 0; t < kThreads; ++t)
+    for (int r = 0; r < kRounds; ++r) {
+      CAPTURE(t);
+      CAPTURE(r);
+      const auto y = kjit::host::from_bytes(
+          p.dtype, ys[static_cast<size_t>(t * kRounds + r)].to_host<unsigned char>(
+                       n * kjit::dtype_size(p.dtype)));
+      check_output(p.dtype, y, refs[static_cast<size_t>(t)]);
+    }
+}
+
 // A constant group normalizes to exactly 0: y = act(bias). Folding the mean into the shift
 // (x * a + (b - mean * a), as PyTorch's CUDA affine path does) would round that shift by up to
 // 2^-24 * |mean| * rstd, ~0.2 before the activation for a group of 12288 and eps = 1e-5: far

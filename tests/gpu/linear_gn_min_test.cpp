@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <limits>
 #include <optional>
 #include <random>
 #include <thread>
@@ -531,8 +532,10 @@ double repeated_calls_diff(const Data& d, const Device& dev, const Run& want, CU
       sync();
       std::vector<float> out(want.out.size());
       dev.out.download(out.data(), out.size() * 4);
-      for (size_t k = 0; k < out.size(); ++k)
-        diff = std::max(diff, static_cast<double>(std::fabs(out[k] - want.out[k])));
+      for (size_t k = 0; k < out.size(); ++k) {
+        const double e = std::fabs(static_cast<double>(out[k]) - want.out[k]);
+        diff = std::isnan(e) ? INFINITY : std::max(diff, e);  // std::max would drop a NaN
+      }
     }
   }
   return diff;
@@ -651,6 +654,75 @@ TEST_CASE("linear_gn_min: concurrent streams with kjit's per-stream workspaces")
   });
   CHECK(fa.get() <= 1e-6);
   CHECK(fb.get() <= 1e-6);
+}
+
+// One stream, two threads: a call is a GEMM into kjit's workspace for the stream and then the
+// kernel that reads it. Another thread's GEMM must not land between the two (it did: 30% of the
+// calls read the other thread's Y, H200, review of 2026-11-29).
+TEST_CASE("linear_gn_min: two threads enqueueing on one stream get their own answers") {
+  const Data a = make_data(256, 2048, 2048, 64, false, kjit_test::seed() + 15);
+  const Data b = make_data(256, 2048, 2048, 64, false, kjit_test::seed() + 16);
+  Device da(a, {}), db(b, {});
+  kjit::Stream shared(runtime());
+  const Run ra = run_op(a, Precision::Fp32, da, {}, true, shared);
+  const Run rb = run_op(b, Precision::Fp32, db, {}, true, shared);
+  // Each thread enqueues without waiting, into an output of its own per call, so that every call
+  // is checked.
+  constexpr int kCalls = 32;
+  const size_t out_bytes = ra.out.size() * 4;
+  std::vector<kjit::DeviceBuffer> outs;
+  for (int i = 0; i < 2 * kCalls; ++i) {
+    outs.emplace_back(runtime(), out_bytes);
+    outs.back().fill_bytes(0xFF);
+  }
+  std::atomic<int> arrived{0};
+  auto worker = [&](const Data& d, const Device& dev, int first) {
+    LinearGnMinOptions opt;
+    opt.eps = d.eps;
+    arrived.fetch_add(1);
+    while (arrived.load() < 2) std::this_thread::yield();
+    for (int i = 0; i < kCalls; ++i)
+      kjit::ops::linear_gn_min(runtime(), problem_of(d, Precision::Fp32), dev.xp(), dev.wp(),
+                               dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
+                               outs[static_cast<size_t>(first + i)].as<float>(), opt, shared);
+  };
+  auto fa = std::async(std::launch::async, worker, std::cref(a), std::cref(da), 0);
+  auto fb = std::async(std::launch::async, worker, std::cref(b), std::cref(db), kCalls);
+  fa.get();
+  fb.get();
+  shared.synchronize();
+  int wrong = 0;
+  for (int i = 0; i < 2 * kCalls; ++i) {
+    const std::vector<float>& want = i < kCalls ? ra.out : rb.out;
+    const auto got = outs[static_cast<size_t>(i)].to_host<float>(want.size());
+    bool same = true;
+    for (size_t k = 0; k < want.size(); ++k)
+      same = same && std::fabs(got[k] - want[k]) <= 1e-6f;  // false for NaN (never written)
+    wrong += same ? 0 : 1;
+  }
+  CHECK(wrong == 0);
+}
+
+// A NaN in the weight makes a column of Y NaN, so its group's statistics, every row's minimum
+// (min.NaN on the device) and every output are NaN, as torch.min propagates it.
+TEST_CASE("linear_gn_min: a NaN weight gives NaN in every output") {
+  Data d = make_data(64, 32, 256, 8, false, kjit_test::seed() + 17);
+  d.w[5 * 32 + 3] = std::numeric_limits<float>::quiet_NaN();
+  Device dev(d, {});
+  kjit::Stream stream(runtime());
+  // Zeros, not run_op's NaN poison: an output the kernel never wrote must not pass as NaN.
+  dev.out.fill_bytes(0x00);
+  kjit::synchronize(runtime());
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  kjit::ops::linear_gn_min(runtime(), problem_of(d, Precision::Fp32), dev.xp(), dev.wp(), dev.lbp(),
+                           dev.gp(), dev.bp(), dev.biasp(), dev.outp(), opt, stream);
+  stream.synchronize();
+  std::vector<float> out(static_cast<size_t>(d.N * d.M));
+  dev.out.download(out.data(), out.size() * 4, dev.off.out);
+  size_t nans = 0;
+  for (float v : out) nans += std::isnan(v) ? 1 : 0;
+  CHECK(nans == out.size());
 }
 
 // CU_STREAM_PER_THREAD is one handle for a different stream in each thread: kjit's workspace for

@@ -165,15 +165,19 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   if (plan.refused.load(std::memory_order_relaxed))
     return launch_plan(rt, *plan.fallback, a, stream, ws);
   if (!ws) ws = &rt.op_state().group_norm_ws;
-  CUdeviceptr part = ws->partials.find(stream, plan.partials_bytes);
+  // Held until the last launch is enqueued: the split pair passes its partials from one kernel
+  // to the next, and another thread's call on this stream must not land between them.
+  kjit::detail::StreamWorkspaces::Lease lease = ws->partials.try_lease(stream, plan.partials_bytes);
   CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
-  if (!part || (plan.barrier_bytes && !bar)) {
+  if (!lease.ptr() || (plan.barrier_bytes && !bar)) {
+    lease.release();
     if (plan.fallback && kjit::detail::capturing(rt.context(), stream))
       return launch_plan(rt, *plan.fallback, a, stream, ws);
-    part = ws->partials.get(rt, stream, plan.partials_bytes, "group_norm", kReserveHint);
+    lease = ws->partials.lease(rt, stream, plan.partials_bytes, "group_norm", kReserveHint);
     if (plan.barrier_bytes)
       bar = ws->barriers.get(rt, stream, plan.barrier_bytes, "group_norm", kReserveHint);
   }
+  CUdeviceptr part = lease.ptr();
   if (plan.config.pipe) {
     unsigned n = plan.pipe_chunks, lag = plan.pipe_lag;
     void* params[] = {const_cast<void**>(&x), &y,   &part,   &bar, const_cast<void**>(&w),

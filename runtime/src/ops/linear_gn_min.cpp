@@ -296,10 +296,13 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
       key_for(p, align_class(x, ab), align_class(weight, ab), align_class(linear_bias, 4),
               reinterpret_cast<uintptr_t>(out) % 16 == 0, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
-  // The plan knows the workspace size: no second validation on the hot path.
-  const CUdeviceptr y =
-      ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr)
-             : st.workspaces.get(rt, stream, plan.ws.bytes(), "linear_gn_min", kReserveHint);
+  // The plan knows the workspace size: no second validation on the hot path. kjit's own
+  // workspace is held until the kernel is enqueued: the GEMM's output must reach this call's
+  // kernel, not that of another thread enqueueing on the same stream.
+  kjit::detail::StreamWorkspaces::Lease lease;
+  if (!ws.ptr)
+    lease = st.workspaces.lease(rt, stream, plan.ws.bytes(), "linear_gn_min", kReserveHint);
+  const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : lease.ptr();
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
   detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
