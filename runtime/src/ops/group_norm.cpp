@@ -219,8 +219,10 @@ std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bo
     try {
       plan->fallback = build_plan(rt, p, c, stream);
     } catch (const Error& e) {
-      if (e.code() == Errc::InvalidArgument) throw;
-      continue;  // as in autotuning: a candidate that does not compile or load is skipped
+      // A failure that may pass (out of memory, a capture elsewhere) reaches the caller, and
+      // nothing is cached: a plan cached without its fallback would keep failing captures.
+      if (!candidate_rejected(e)) throw;
+      continue;  // a candidate that does not compile or this device cannot run is skipped
     }
     if (plan->fallback->runnable) return plan;
   }

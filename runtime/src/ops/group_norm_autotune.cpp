@@ -8,6 +8,7 @@
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
 #include "kjit/version.hpp"
+#include "ops/env.hpp"
 #include "ops/group_norm_plan.hpp"
 
 namespace kjit::ops::detail {
@@ -16,9 +17,17 @@ namespace {
 cache::Key tune_key(Runtime& rt, const GroupNormProblem& p, bool aligned,
                     const std::vector<GroupNormConfig>& cands) {
   cache::KeyBuilder kb;
-  kb.add("record", "kjit-gn-tune-v1").add("kjit", KJIT_VERSION_STRING);
+  kb.add("record", "kjit-gn-tune-v2").add("kjit", KJIT_VERSION_STRING);
   kb.add("device", rt.props().name).add("driver", rt.props().driver_version);
-  kb.add("problem", p.describe()).add("aligned", aligned);
+  // The SMs this context may use (MPS limits them), the code NVRTC makes, and the switches that
+  // change what a candidate runs: a choice timed under other values is not this one.
+  kb.add("sms", rt.props().context_sm_count).add("arch", rt.arch());
+  kb.add("nvrtc", Compiler::nvrtc_build());
+  kb.add("pdl", env_pdl());
+  kb.add("pipe_grid", env_positive("KJIT_GN_PIPE_GRID"));
+  kb.add("pipe_lag", env_positive("KJIT_GN_PIPE_LAG"));
+  kb.add("problem", p.describe()).add("param_dtype", dtype_name(p.param_dtype));
+  kb.add("aligned", aligned);
   for (const auto& c : cands) kb.add("candidate", c.describe());
   return kb.finish();
 }
@@ -63,10 +72,20 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   const size_t off = aligned ? 0 : esz;
   DeviceBuffer x(rt, host.size() + 16), y(rt, host.size() + 16);
   DeviceBuffer w(rt, static_cast<size_t>(p.C) * 4), b(rt, static_cast<size_t>(p.C) * 4);
-  x.upload(host.data(), host.size(), off);
-  w.fill_bytes(0x3c);
-  b.fill_bytes(0x01);
   Stream s(rt);
+  // On autotuning's own stream, not through DeviceBuffer's helpers: their cuCtxSynchronize
+  // would wait for every other thread's work, and break another thread's global-mode capture.
+  {
+    kjit::detail::ContextGuard g(rt.context());
+    const kjit::detail::Driver& d = kjit::detail::driver();
+    kjit::detail::check_cu(d.cuMemcpyHtoDAsync_fn(x.ptr() + off, host.data(), host.size(), s),
+                           "cuMemcpyHtoDAsync");
+    kjit::detail::check_cu(d.cuMemsetD32Async_fn(w.ptr(), 0x3c3c3c3cu, w.bytes() / 4, s),
+                           "cuMemsetD32Async");
+    kjit::detail::check_cu(d.cuMemsetD32Async_fn(b.ptr(), 0x01010101u, b.bytes() / 4, s),
+                           "cuMemsetD32Async");
+    s.synchronize();
+  }
   // Split candidates' partials live in a workspace set of autotuning's own, freed when it returns
   // (time_plan has waited for s). The runtime's set would keep them until the Runtime goes, and
   // its entry for this handle may belong to an earlier stream that a live graph still uses.
@@ -79,12 +98,14 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
 
   float best_ms = 1e30f;
   const GroupNormConfig* best = nullptr;
+  bool spoiled = false;  // a candidate failed for a reason that may pass (out of memory, ...)
   for (const auto& c : cands) {
     std::unique_ptr<GnPlan> plan;
     try {
       plan = build_plan(rt, p, c, nullptr);
     } catch (const Error& e) {
       if (e.code() == Errc::InvalidArgument) throw;
+      spoiled |= !candidate_rejected(e);
       continue;  // a candidate that does not compile or load is skipped, not fatal
     }
     if (!plan->runnable) continue;
@@ -106,6 +127,9 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
                                        std::to_string(cands.size()) +
                                        " candidate configs could be built and scheduled for " +
                                        p.describe() + " on " + rt.props().name);
+  // A winner among fewer candidates than this device can run is used, not remembered: the disk
+  // cache would serve it to every later process.
+  if (spoiled) return *best;
   cache::Entry e;
   e.label = "group_norm autotune: " + p.describe() + " on " + rt.props().name;
   e.metadata = {{"kind", "tune"}, {"op", "group_norm"}, {"us", std::to_string(best_ms * 1000)}};

@@ -65,6 +65,13 @@ struct GnWorkspaces {
   kjit::detail::StreamWorkspaces barriers{true};  // zeroed when allocated
 };
 
+// Whether a candidate's build failed for good on this device (it does not compile, or the
+// device cannot run it), so that trying the next candidate is right; other failures (out of
+// memory, a driver error) may pass, and are the caller's.
+inline bool candidate_rejected(const Error& e) {
+  return e.code() == Errc::Compile || e.code() == Errc::Unsupported;
+}
+
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                const GroupNormConfig* forced = nullptr);
 // Loads the kernel for config c and computes the launch (grid, smem, cluster).
