@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <type_traits>
 #include <unordered_map>
 
 namespace kjit::detail {
@@ -32,25 +33,41 @@ struct PodEqual {
 
 template <class Key, class Plan>
 class PlanTable {
+  // Hashed and compared as bytes: padding (bytes no initializer sets) would split one key in two.
+  static_assert(std::has_unique_object_representations_v<Key>, "a key without padding");
+
  public:
   const Plan* find(const Key& k) const {
     std::shared_lock lock(mu_);
     auto it = map_.find(k);
     return it == map_.end() ? nullptr : it->second.get();
   }
-  // Builds outside the lock (a build may compile for a while), so different keys build in
-  // parallel; two threads racing on one key share its kernel (Runtime::kernel compiles each
-  // specialization once) and the first insert wins.
+  // Builds each key once: a thread that finds the key being built waits for that build (an
+  // autotune times every candidate: two at once would take twice as long and time each other).
+  // Different keys build in parallel, outside the table's lock (a build may compile for a
+  // while). A build that throws leaves nothing: the next caller builds again.
   const Plan* find_or_build(const Key& k, const std::function<std::unique_ptr<Plan>()>& build) {
     if (const Plan* p = find(k)) return p;
+    std::shared_ptr<std::mutex> gate;
+    {
+      std::unique_lock lock(mu_);
+      std::shared_ptr<std::mutex>& g = building_[k];
+      if (!g) g = std::make_shared<std::mutex>();
+      gate = g;
+    }
+    std::lock_guard<std::mutex> once(*gate);
+    if (const Plan* p = find(k)) return p;  // built while this thread waited
     std::unique_ptr<Plan> plan = build();
     std::unique_lock lock(mu_);
-    return map_.emplace(k, std::move(plan)).first->second.get();
+    const Plan* out = map_.emplace(k, std::move(plan)).first->second.get();
+    building_.erase(k);
+    return out;
   }
 
  private:
   mutable std::shared_mutex mu_;
   std::unordered_map<Key, std::unique_ptr<Plan>, PodHash<Key>, PodEqual<Key>> map_;
+  std::unordered_map<Key, std::shared_ptr<std::mutex>, PodHash<Key>, PodEqual<Key>> building_;
 };
 
 }  // namespace kjit::detail
