@@ -136,9 +136,10 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
       detail::autotune(rt, st, p, key, eps, plan.get());
     } else {
       detail::build_gemm(rt, st, p, key, &plan->gemm);
-      detail::build_kernel(
-          rt, p, gn_min_heuristic(p, rt.props().cc(), rt.props().sm_count, key.out_aligned),
-          nullptr, plan.get());
+      detail::build_kernel(rt, p,
+                           gn_min_heuristic(p, rt.props().cc(), rt.props().sm_count,
+                                            key.out_aligned, rt.props().max_smem_per_block_optin),
+                           nullptr, plan.get());
     }
     return plan;
   });

@@ -36,8 +36,17 @@ int64_t pow2_floor(int64_t v) {
   return p;
 }
 
-int64_t smem_budget(int cc) {
-  return cc >= 90 ? 160 * 1024 : cc >= 80 ? 96 * 1024 : 48 * 1024;
+// Shared memory to stage rows in, under the per-block opt-in limit of the architecture: 227 KB
+// on sm_90/sm_100/sm_110, 163 KB on sm_80/sm_87, 99 KB on sm_86/sm_89 and sm_120/sm_121 (the
+// RTX/workstation Blackwells: their cc is above sm_90's, their shared memory is not), 64-96 KB
+// before sm_80.
+int64_t smem_budget(int cc, int64_t max_smem) {
+  const int64_t table = cc >= 120  ? 96 * 1024
+                        : cc >= 90 ? 160 * 1024
+                        : cc >= 80 ? 96 * 1024
+                                   : 48 * 1024;
+  // The kernel's fixed shared memory and the row minima come on top of the budget.
+  return max_smem > 0 ? std::min(table, max_smem - 4096) : table;
 }
 
 [[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what) {
@@ -49,7 +58,7 @@ int64_t padded(int64_t floats, bool pad) {
 }
 
 // The shape for a slice of `slice` threads per row; seq = 0 picks the rows per CTA.
-GnMinConfig shape(const LinearGnMinProblem& p, int cc, int sm_count, bool out_aligned,
+GnMinConfig shape(const LinearGnMinProblem& p, int64_t budget, int sm_count, bool out_aligned,
                   int64_t slice, int seq, bool split) {
   GnMinConfig c;
   c.split = split;
@@ -58,7 +67,6 @@ GnMinConfig shape(const LinearGnMinProblem& p, int cc, int sm_count, bool out_al
   const bool block = slice >= 64 && slice / p.G > 32;  // few, large groups: the CTA owns each
   c.threads = static_cast<int>(block ? slice : std::max<int64_t>(slice, 128));
   const int64_t par = c.threads / c.slice;
-  const int64_t budget = smem_budget(cc);
   const int64_t rows_guess = 64;  // minima: at most this many floats (plus padding) in practice
   c.smem = (padded(par * p.N, true) + 64 + rows_guess) * 4 <= budget &&
            ceil_div(par * p.N, c.threads) <= kMaxRegFloats;
@@ -211,26 +219,29 @@ void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {
     bad(p, "staging par * N values takes more than 128 registers per thread" + cfg);
 }
 
-GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count, bool out_aligned) {
+GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count, bool out_aligned,
+                             int64_t max_smem) {
   validate(p);
   sm_count = std::max(1, sm_count);
   // About 16 channels per thread and row.
   const int64_t slice = std::min<int64_t>(kMaxThreads, pow2_ceil(ceil_div(p.N, 16)));
-  return shape(p, cc, sm_count, out_aligned, slice, 0, p.N >= kSplitMinN && p.M >= kSplitMinM);
+  return shape(p, smem_budget(cc, max_smem), sm_count, out_aligned, slice, 0,
+               p.N >= kSplitMinN && p.M >= kSplitMinM);
 }
 
 std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, int cc, int sm_count,
-                                           bool out_aligned) {
-  const GnMinConfig h = gn_min_heuristic(p, cc, sm_count, out_aligned);
+                                           bool out_aligned, int64_t max_smem) {
+  const GnMinConfig h = gn_min_heuristic(p, cc, sm_count, out_aligned, max_smem);
+  const int64_t budget = smem_budget(cc, max_smem);
   std::vector<GnMinConfig> out{h};
   sm_count = std::max(1, sm_count);
   for (int64_t slice : {int64_t{h.slice}, int64_t{h.slice} * 2, int64_t{h.slice} / 2}) {
     if (slice < 1 || slice > kMaxThreads) continue;
     for (bool split : {h.split, !h.split}) {
-      const GnMinConfig base = shape(p, cc, sm_count, out_aligned, slice, 0, split);
+      const GnMinConfig base = shape(p, budget, sm_count, out_aligned, slice, 0, split);
       for (int seq : {base.seq / 2, base.seq, base.seq * 2, base.seq * 4}) {
         if (seq < 1) continue;
-        GnMinConfig c = shape(p, cc, sm_count, out_aligned, slice, seq, split);
+        GnMinConfig c = shape(p, budget, sm_count, out_aligned, slice, seq, split);
         if (c.rows() > std::max(64, c.par())) continue;
         if (c.rows() / 2 >= p.M && c.seq > 1) continue;  // more rows per CTA than M has
         if (p.N * c.rows() > kMaxOutIndex) continue;

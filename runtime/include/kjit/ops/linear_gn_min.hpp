@@ -150,10 +150,13 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* weigh
 void validate(const LinearGnMinProblem& p, const GnMinConfig& c);
 // The default launch shape on a device of compute capability cc with sm_count SMs, and the
 // candidates autotuning tries (the heuristic's first). out_aligned: out is 16-byte aligned.
+// max_smem (bytes per block, 0: what the architecture cc allows) caps the rows staged in shared
+// memory: the runtime passes the device's opt-in limit, so a device with less than its
+// architecture's table says still gets a config it can launch.
 GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count = 132,
-                             bool out_aligned = true);
+                             bool out_aligned = true, int64_t max_smem = 0);
 std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, int cc, int sm_count = 132,
-                                           bool out_aligned = true);
+                                           bool out_aligned = true, int64_t max_smem = 0);
 Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c);
 // Everything config c compiles: gn_min_spec, then (split) the broadcast kernel's.
 constexpr int kGnMinBroadcastThreads = 256;
