@@ -21,7 +21,7 @@ namespace kjit::detail {
                   cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernelEx) X(cuLaunchKernel)  \
                   X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)   \
                       X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)   \
-                          X(cuMemsetD8) X(cuMemsetD32Async) X(cuMemcpyHtoDAsync)                   \
+                          X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemcpyHtoDAsync)                 \
                               X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuStreamCreate)          \
                                   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamIsCapturing) \
                                       X(cuStreamGetCtx) X(cuStreamBeginCapture)                    \

@@ -59,10 +59,10 @@ StreamWorkspaces::Lease StreamWorkspaces::try_lease(CUstream stream, size_t byte
   Lease l;
   if (!b) return l;
   l.lock_ = std::unique_lock<std::mutex>(b->order);
-  if (b->bytes >= bytes) {
+  if (b->ptr && b->bytes >= bytes) {
     l.ptr_ = b->ptr;
   } else {
-    l.lock_.unlock();
+    l.lock_.unlock();  // ptr() 0: nothing held
   }
   return l;
 }
@@ -73,7 +73,7 @@ StreamWorkspaces::Lease StreamWorkspaces::lease(Runtime& rt, CUstream stream, si
   if (l.ptr_) return l;
   Buf* b = slot(stream);
   l.lock_ = std::unique_lock<std::mutex>(b->order);
-  if (b->bytes >= bytes) {  // another thread on this stream grew it meanwhile
+  if (b->ptr && b->bytes >= bytes) {  // another thread on this stream grew it meanwhile
     l.ptr_ = b->ptr;
     return l;
   }
@@ -83,12 +83,14 @@ StreamWorkspaces::Lease StreamWorkspaces::lease(Runtime& rt, CUstream stream, si
                                           " bytes yet and is being captured into a graph: " + hint);
   // Allocated (and zeroed) outside mu_: lookups of other streams never wait behind it.
   ContextGuard guard(rt.context());
-  const size_t want = (std::max(bytes, 2 * b->bytes) + 3) / 4 * 4;  // whole words, for the memset
-  const CUdeviceptr p = allocate(want, op);
+  // Whole words (for the memset), at least one; at least twice the old size when there is room.
+  const size_t need = (std::max<size_t>(bytes, 1) + 3) / 4 * 4;
+  size_t got = std::max(need, 2 * b->bytes);
+  const CUdeviceptr p = allocate(need, &got, op);
   std::unique_lock lock(mu_);
   if (b->ptr) retired_.push_back(b->ptr);
   b->ptr = p;
-  b->bytes = want;
+  b->bytes = got;
   l.ptr_ = p;
   return l;
 }
@@ -98,12 +100,16 @@ CUdeviceptr StreamWorkspaces::get(Runtime& rt, CUstream stream, size_t bytes, co
   return lease(rt, stream, bytes, op, hint).ptr();
 }
 
-CUdeviceptr StreamWorkspaces::allocate(size_t bytes, const char* op) const {
+CUdeviceptr StreamWorkspaces::allocate(size_t need, size_t* bytes, const char* op) const {
   const Driver& d = driver();
   CUdeviceptr p = 0;
-  CUresult r = d.cuMemAlloc_fn(&p, bytes);
+  CUresult r = d.cuMemAlloc_fn(&p, *bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY && *bytes > need) {  // no room to double: what is needed
+    *bytes = need;
+    r = d.cuMemAlloc_fn(&p, *bytes);
+  }
   if (r != CUDA_SUCCESS)
-    throw Error(Errc::Cuda, std::string(op) + ": cuMemAlloc of its " + std::to_string(bytes) +
+    throw Error(Errc::Cuda, std::string(op) + ": cuMemAlloc of its " + std::to_string(*bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
   if (!zeroed_) return p;
   // Zeroed on a stream of its own, before any stream may use it (a graph captured on one stream
@@ -111,12 +117,12 @@ CUdeviceptr StreamWorkspaces::allocate(size_t bytes, const char* op) const {
   // behind all of its queued work, and forever if that work waits for the host.
   CUstream z = nullptr;
   r = d.cuStreamCreate_fn(&z, CU_STREAM_NON_BLOCKING);
-  if (r == CUDA_SUCCESS) r = d.cuMemsetD32Async_fn(p, 0, bytes / 4, z);
+  if (r == CUDA_SUCCESS) r = d.cuMemsetD32Async_fn(p, 0, *bytes / 4, z);
   if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize_fn(z);
   if (z) d.cuStreamDestroy_fn(z);
   if (r != CUDA_SUCCESS) {
     d.cuMemFree_fn(p);
-    throw Error(Errc::Cuda, std::string(op) + ": zeroing its " + std::to_string(bytes) +
+    throw Error(Errc::Cuda, std::string(op) + ": zeroing its " + std::to_string(*bytes) +
                                 "-byte workspace failed: " + cu_error_text(r));
   }
   return p;

@@ -55,8 +55,8 @@ class StreamWorkspaces {
   // `stream` is being captured would break the capture: then it throws CaptureCompile with `op`
   // and `hint` (what the caller should have done first) in the message. A buffer it replaces is
   // kept until the Runtime goes (work queued on it, or a graph captured with it, may still use
-  // it); a buffer grows to at least twice its size, so a sequence of growing calls keeps less
-  // than twice the largest.
+  // it). A buffer grows to at least twice its size when the device has room (else to `bytes`):
+  // a long sequence of slowly growing calls allocates a few buffers, not one per call.
   Lease lease(Runtime& rt, CUstream stream, size_t bytes, const char* op, const char* hint);
   // lease(), released at once: a reservation before a capture.
   CUdeviceptr get(Runtime& rt, CUstream stream, size_t bytes, const char* op, const char* hint);
@@ -67,8 +67,9 @@ class StreamWorkspaces {
     size_t bytes = 0;
     std::mutex order;  // held by the stream's Lease
   };
-  // A new buffer of `bytes` (zeroed when zeroed_), not yet anyone's; throws Errc::Cuda.
-  CUdeviceptr allocate(size_t bytes, const char* op) const;
+  // A new buffer of *bytes, or of `need` when *bytes does not fit (*bytes is then set to it),
+  // zeroed when zeroed_, not yet anyone's; throws Errc::Cuda.
+  CUdeviceptr allocate(size_t need, size_t* bytes, const char* op) const;
   Buf* slot(CUstream stream);  // the stream's entry, created empty if it has none
   const bool zeroed_;
   mutable std::shared_mutex mu_;

@@ -8,6 +8,7 @@
 
 #include "kjit/kernel.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "ops/candidate_errors.hpp"
 #include "plan_table.hpp"
 #include "stream_workspaces.hpp"
 
@@ -64,13 +65,6 @@ struct GnWorkspaces {
   kjit::detail::StreamWorkspaces partials;
   kjit::detail::StreamWorkspaces barriers{true};  // zeroed when allocated
 };
-
-// Whether a candidate's build failed for good on this device (it does not compile, or the
-// device cannot run it), so that trying the next candidate is right; other failures (out of
-// memory, a driver error) may pass, and are the caller's.
-inline bool candidate_rejected(const Error& e) {
-  return e.code() == Errc::Compile || e.code() == Errc::Unsupported;
-}
 
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                const GroupNormConfig* forced = nullptr);

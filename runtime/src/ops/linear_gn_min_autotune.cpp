@@ -9,12 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "cuda_driver.hpp"
+#include "kjit/compiler.hpp"
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
 #include "kjit/version.hpp"
+#include "ops/candidate_errors.hpp"
+#include "ops/env.hpp"
 #include "ops/linear_gn_min_plan.hpp"
 
 namespace kjit::ops::detail {
@@ -27,8 +31,11 @@ constexpr int kTopK = 8;
 cache::Key tune_key(Runtime& rt, const LinearGnMinProblem& p, const LgmKey& key,
                     const std::vector<GnMinConfig>& cands) {
   cache::KeyBuilder kb;
-  kb.add("record", "kjit-linear-gn-min-tune-v2").add("kjit", KJIT_VERSION_STRING);
+  kb.add("record", "kjit-linear-gn-min-tune-v3").add("kjit", KJIT_VERSION_STRING);
   kb.add("device", rt.props().name).add("driver", rt.props().driver_version);
+  // As GroupNorm's: the SMs this context may use, the code NVRTC makes, programmatic launch.
+  kb.add("sms", rt.props().context_sm_count).add("arch", rt.arch());
+  kb.add("nvrtc", Compiler::nvrtc_build()).add("pdl", env_pdl());
   kb.add("cublaslt", static_cast<int64_t>(lt::version()));
   kb.add("problem", p.describe());
   kb.add("align_x", key.align_x).add("align_w", key.align_w).add("align_lb", key.align_lb);
@@ -106,18 +113,19 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   DeviceBuffer x(rt, M * K * ab + 256), w(rt, N * K * ab + 256), lb(rt, N * 4 + 256);
   DeviceBuffer gamma(rt, N * 4), beta(rt, N * 4), bias(rt, N * 4), out(rt, M * N * 4 + 16);
   DeviceBuffer ws(rt, plan->ws.bytes());
-  x.fill_bytes(0x3c);  // 0.0115 in fp32 and bf16
-  w.fill_bytes(0x3c);
-  lb.fill_bytes(0x3c);
-  gamma.fill_bytes(0x3f);
-  beta.fill_bytes(0x3c);
-  bias.fill_bytes(0x3c);
+  Stream s(rt);
+  {
+    kjit::detail::ContextGuard g(rt.context());
+    for (const DeviceBuffer* b : {&x, &w, &lb, &beta, &bias})
+      fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115 in fp32 and bf16
+    fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
+    s.synchronize();
+  }
   const void* xp = reinterpret_cast<const void*>(x.ptr() + key.align_x % 256);
   const void* wp = reinterpret_cast<const void*>(w.ptr() + key.align_w % 256);
   const void* lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
   float* outp = reinterpret_cast<float*>(out.ptr() + (key.out_aligned ? 0 : 4));
   const CUdeviceptr y = ws.ptr(), lt_ws = ws.ptr() + plan->ws.lt_offset();
-  Stream s(rt);
   cublasLtHandle_t h = st.handle(rt);
   kjit::detail::ContextGuard guard(rt.context());
 
@@ -169,6 +177,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
 
   float best_gn_ms = INFINITY, best_of[2] = {INFINITY, INFINITY};  // [split]
   const GnMinConfig* best_gn = nullptr;
+  std::optional<Error> passing;  // the first failure that may pass (out of memory, ...)
   for (const GnMinConfig& c : cands) {
     LgmPlan trial;
     trial.gemm.bias_epilogue = plan->gemm.bias_epilogue;
@@ -177,6 +186,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
       build_kernel(rt, p, c, nullptr, &trial);
     } catch (const Error& e) {
       if (e.code() == Errc::InvalidArgument) throw;
+      if (!candidate_rejected(e) && !passing) passing = e;
       continue;  // a candidate that does not compile, load or fit is skipped
     }
     const float ms = time_ms(rt, s, [&] {
@@ -189,11 +199,14 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
       best_gn = &c;
     }
   }
+  if (!best_gn && passing) throw *passing;  // a retry may succeed
   if (!best_gn)
     throw Error(Errc::Unsupported,
                 "linear_gn_min: no kernel configuration could be built for " + p.describe());
   build_kernel(rt, p, *best_gn, nullptr, plan);
   s.synchronize();
+  // A winner among fewer candidates than this device can run is used, not remembered.
+  if (passing) return;
 
   cache::Entry e;
   e.label = "linear_gn_min autotune: " + p.describe() + " on " + rt.props().name;
