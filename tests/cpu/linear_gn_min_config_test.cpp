@@ -274,6 +274,13 @@ TEST_CASE("heuristic and candidates obey the template's rules over random proble
             check_config(p, c, cc);
             if (!aligned) CHECK_FALSE(c.out_vec);
           }
+          // A device with its architecture's limit (what the runtime passes) gets the configs
+          // kjit-precompile compiled without a device.
+          const auto on_device = kjit::ops::gn_min_candidates(
+              p, cc, sms, aligned, static_cast<int64_t>(max_smem_per_block(cc)));
+          REQUIRE(on_device.size() == cands.size());
+          for (size_t k = 0; k < cands.size(); ++k)
+            CHECK(on_device[k].describe() == cands[k].describe());
           // A device that allows less than its architecture (the runtime passes its opt-in
           // limit): every config fits that limit.
           for (const GnMinConfig& c :

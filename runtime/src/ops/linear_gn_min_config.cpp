@@ -36,17 +36,28 @@ int64_t pow2_floor(int64_t v) {
   return p;
 }
 
-// Shared memory to stage rows in, under the per-block opt-in limit of the architecture: 227 KB
-// on sm_90/sm_100/sm_110, 163 KB on sm_80/sm_87, 99 KB on sm_86/sm_89 and sm_120/sm_121 (the
-// RTX/workstation Blackwells: their cc is above sm_90's, their shared memory is not), 64-96 KB
-// before sm_80.
+// The per-block opt-in shared memory of an architecture (CUDA programming guide): 227 KB on
+// sm_90-sm_110, 163 KB on sm_80/sm_87, 99 KB on sm_86/sm_89 and on sm_120/sm_121 (the
+// RTX/workstation Blackwells: their cc is above sm_90's, their shared memory is not).
+int64_t arch_smem_per_block(int cc) {
+  if (cc >= 120) return 99 * 1024;
+  if (cc >= 90) return 227 * 1024;
+  if (cc == 80 || cc == 87) return 163 * 1024;
+  if (cc >= 80) return 99 * 1024;
+  if (cc == 75) return 64 * 1024;
+  return cc >= 70 ? 96 * 1024 : 48 * 1024;
+}
+
+// Shared memory to stage rows in: what the sweeps chose per architecture, under the per-block
+// limit less 4 KB (the kernel's fixed shared memory and the row minima come on top). The limit is
+// the device's when the runtime passes it (max_smem), else the architecture's: kjit-precompile and
+// a device with its architecture's limit get the same configs.
 int64_t smem_budget(int cc, int64_t max_smem) {
   const int64_t table = cc >= 120  ? 96 * 1024
                         : cc >= 90 ? 160 * 1024
                         : cc >= 80 ? 96 * 1024
                                    : 48 * 1024;
-  // The kernel's fixed shared memory and the row minima come on top of the budget.
-  return max_smem > 0 ? std::min(table, max_smem - 4096) : table;
+  return std::min(table, (max_smem > 0 ? max_smem : arch_smem_per_block(cc)) - 4096);
 }
 
 [[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what) {
