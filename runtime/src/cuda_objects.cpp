@@ -146,6 +146,10 @@ size_t Graph::nodes() const {
 }
 
 std::vector<std::string> Graph::kernel_names() const {
+  return graph_kernel_names(rt_, g_);
+}
+
+std::vector<std::string> graph_kernel_names(Runtime& rt, CUgraph graph) {
   // Looked up here rather than in the driver table: cuFuncGetName is CUDA 12.3+, and kjit runs
   // on 12.0 drivers.
   using GetType = decltype(&cuGraphNodeGetType);
@@ -155,11 +159,11 @@ std::vector<std::string> Graph::kernel_names() const {
   const auto get_params =
       reinterpret_cast<GetParams>(detail::driver_proc("cuGraphKernelNodeGetParams"));
   const auto get_name = reinterpret_cast<GetName>(detail::driver_proc("cuFuncGetName"));
-  ContextGuard g(rt_.context());
+  ContextGuard g(rt.context());
   size_t n = 0;
-  KJIT_CU(cuGraphGetNodes, g_, nullptr, &n);
+  KJIT_CU(cuGraphGetNodes, graph, nullptr, &n);
   std::vector<CUgraphNode> nodes(n);
-  KJIT_CU(cuGraphGetNodes, g_, nodes.data(), &n);
+  KJIT_CU(cuGraphGetNodes, graph, nodes.data(), &n);
   std::vector<std::string> names;
   for (size_t i = 0; i < n; ++i) {
     CUgraphNodeType type;
@@ -167,17 +171,10 @@ std::vector<std::string> Graph::kernel_names() const {
     if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
     CUDA_KERNEL_NODE_PARAMS params{};
     detail::check_cu(get_params(nodes[i], &params), "cuGraphKernelNodeGetParams");
+    // A node made from a CUkernel (cuLibrary) has its CUfunction filled in by the driver too
+    // (driver 580: captured or added with cuGraphAddKernelNode; tests/gpu/launch_test.cpp).
     const char* name = nullptr;
-    if (params.func) {
-      detail::check_cu(get_name(&name, params.func), "cuFuncGetName");
-    } else if (params.kern) {
-      // A node recorded from a library kernel (the CUDA runtime launches through cuLibrary)
-      // names a CUkernel and no CUfunction.
-      using GetKernelName = decltype(&cuKernelGetName);
-      static const auto get_kernel_name =
-          reinterpret_cast<GetKernelName>(detail::driver_proc("cuKernelGetName"));
-      detail::check_cu(get_kernel_name(&name, params.kern), "cuKernelGetName");
-    }
+    detail::check_cu(get_name(&name, params.func), "cuFuncGetName");
     names.emplace_back(name ? name : "");
   }
   return names;

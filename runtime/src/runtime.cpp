@@ -90,9 +90,32 @@ struct Runtime::Impl {
   std::once_flag ops_once;
   std::unique_ptr<OpState> ops;
 
+  // header -> its closure's generation, as of templates().generation() == at: recomputed (the
+  // closure's includes parsed) only after an add(), not on every Runtime::kernel call.
+  struct ClosureGen {
+    uint64_t at, gen;
+  };
+  mutable std::shared_mutex gen_mu;
+  std::unordered_map<std::string, ClosureGen> closure_gens;
+
   Slot& slot(const std::string& key);
   void load(Slot& s, const Spec& spec);
+  uint64_t closure_generation(const std::string& header);
 };
+
+uint64_t Runtime::Impl::closure_generation(const std::string& header) {
+  const TemplateSet& t = compiler->templates();
+  const uint64_t now = t.generation();
+  {
+    std::shared_lock lock(gen_mu);
+    auto it = closure_gens.find(header);
+    if (it != closure_gens.end() && it->second.at == now) return it->second.gen;
+  }
+  const uint64_t gen = t.closure_generation(header);  // NotFound for an unknown header
+  std::unique_lock lock(gen_mu);
+  closure_gens[header] = ClosureGen{now, gen};
+  return gen;
+}
 
 Slot& Runtime::Impl::slot(const std::string& key) {
   {
@@ -199,9 +222,10 @@ Compiler& Runtime::compiler() {
 }
 
 Kernel Runtime::kernel(const Spec& spec, CUstream capture_stream) {
-  // The templates' generation: a header replaced through templates().add() since a kernel was
-  // loaded makes a new slot, loaded from the new text.
-  std::string key = std::to_string(templates().generation());
+  // The generation of the spec's header closure: a header of it replaced through
+  // templates().add() since a kernel was loaded makes a new slot, loaded from the new text; an
+  // unrelated header added meanwhile keeps the loaded kernel (a capture may still ask for it).
+  std::string key = std::to_string(impl_->closure_generation(spec.header()));
   key += '\n';
   key += spec.header();
   key += '\n';

@@ -70,7 +70,7 @@ void TemplateSet::add(const std::string& name, std::string source) {
   auto text = std::make_shared<const std::string>(std::move(source));
   std::unique_lock lock(mu_);
   sources_[name] = std::move(text);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  added_at_[name] = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
 }
 
 void TemplateSet::add_file(const std::string& name, const std::string& path) {
@@ -99,8 +99,8 @@ std::vector<std::string> TemplateSet::names() const {
   return v;
 }
 
-std::vector<std::pair<std::string, std::string>> TemplateSet::closure(
-    const std::string& name) const {
+template <class Fn>
+void TemplateSet::visit_closure(const std::string& name, Fn&& fn) const {
   std::shared_lock lock(mu_);
   if (!sources_.count(name))
     throw Error(Errc::NotFound, "unknown template '" + name + "' (register it with add())");
@@ -113,9 +113,26 @@ std::vector<std::pair<std::string, std::string>> TemplateSet::closure(
     if (it == sources_.end() || !seen.insert(n).second) continue;  // NVRTC reports missing ones
     for (auto& inc : quoted_includes(*it->second)) todo.push_back(inc);
   }
+  for (const auto& n : seen) {
+    auto at = added_at_.find(n);
+    fn(n, *sources_.at(n), at == added_at_.end() ? uint64_t{0} : at->second);
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> TemplateSet::closure(
+    const std::string& name) const {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& n : seen) out.emplace_back(n, *sources_.at(n));
+  visit_closure(name, [&](const std::string& n, const std::string& text, uint64_t) {
+    out.emplace_back(n, text);
+  });
   return out;
+}
+
+uint64_t TemplateSet::closure_generation(const std::string& name) const {
+  uint64_t g = 0;
+  visit_closure(name,
+                [&](const std::string&, const std::string&, uint64_t at) { g = std::max(g, at); });
+  return g;
 }
 
 }  // namespace kjit

@@ -46,8 +46,9 @@ TEST_CASE("built-in templates are embedded and their include closure is found") 
   CHECK(t.generation() == g);
 }
 
-// Runtime::kernel keys its table of loaded kernels by the generation, so a header replaced
-// through add() is loaded afresh (tests/gpu/launch_test.cpp runs both versions).
+// Every add() moves the generation on: Runtime::kernel re-reads a header's closure generation
+// after one, so a header replaced through add() is loaded afresh (tests/gpu/launch_test.cpp runs
+// both versions).
 TEST_CASE("every add() moves the templates' generation on; a refused one does not") {
   kjit::TemplateSet t;
   const uint64_t g0 = t.generation();
@@ -57,6 +58,24 @@ TEST_CASE("every add() moves the templates' generation on; a refused one does no
   CHECK(t.generation() == g0 + 2);
   CHECK_KJIT_ERROR(t.add("../x.cuh", "x"), kjit::Errc::InvalidArgument);
   CHECK(t.generation() == g0 + 2);
+}
+
+// Runtime::kernel keys a loaded kernel by its header's closure generation: an add() of another
+// header must leave it, a replaced included header must move it.
+TEST_CASE("a header's closure generation moves with its own closure only") {
+  kjit::TemplateSet t;
+  CHECK(t.closure_generation("kjit/test_kernels.cuh") == 0);  // built-ins, never replaced
+  t.add("app/inner.cuh", "int i;");
+  t.add("app/outer.cuh", "#include \"app/inner.cuh\"\nint o;");
+  const uint64_t g = t.closure_generation("app/outer.cuh");
+  CHECK(g == t.generation());
+  t.add("app/unrelated.cuh", "int u;");
+  CHECK(t.closure_generation("app/outer.cuh") == g);
+  t.add("app/inner.cuh", "int i2;");
+  CHECK(t.closure_generation("app/outer.cuh") == t.generation());
+  CHECK(t.closure_generation("app/outer.cuh") > g);
+  CHECK(t.closure_generation("kjit/test_kernels.cuh") == 0);
+  CHECK_KJIT_ERROR(t.closure_generation("nope.cuh"), kjit::Errc::NotFound);
 }
 
 TEST_CASE("NVRTC compiles a template to a cubin for sm_80 and sm_90 without a GPU") {

@@ -92,6 +92,22 @@ TEST_CASE("a replaced template header is loaded afresh; an old handle keeps its 
   CHECK(run(v5) == 15);
   CHECK(run(v1) == 3);
   CHECK(rt.kernel(spec).function() == v5.function());  // no reload without a change
+  // An unrelated header added later leaves the loaded kernel in place: no reload, and a capture
+  // still gets it (it raised CaptureCompile when any add() invalidated every kernel).
+  const uint64_t loaded = rt.stats().kernels_loaded;
+  rt.templates().add("app/unrelated.cuh", "// nothing\n");
+  CHECK(rt.kernel(spec).function() == v5.function());
+  kjit::Graph g(rt, stream, [&] { rt.kernel(spec, stream)(stream, cfg, out.ptr()); });
+  CHECK(rt.stats().kernels_loaded == loaded);
+  // A header the spec's header includes is part of its closure: replacing it reloads.
+  rt.templates().add("app/scale.cuh", "constexpr int kTimes = 7;\n");
+  rt.templates().add("app/put2.cuh",
+                     "#include \"app/scale.cuh\"\ntemplate <int kScale>\n__global__ void "
+                     "put2(int* p) { p[threadIdx.x] = kScale * kTimes; }\n");
+  const kjit::Spec spec2 = kjit::Spec("app/put2.cuh", "put2").value(3);
+  CHECK(run(rt.kernel(spec2)) == 21);
+  rt.templates().add("app/scale.cuh", "constexpr int kTimes = 11;\n");
+  CHECK(run(rt.kernel(spec2)) == 33);
 }
 
 TEST_CASE("bf16 conversions round to nearest even") {
@@ -355,11 +371,11 @@ TEST_CASE("a cluster launch runs (sm_90)") {
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == 3.f);
 }
 
-// The CUDA runtime launches through cuLibrary: its graph nodes may name a CUkernel and no
-// CUfunction. kernel_names() names those too.
-TEST_CASE("graphs: kernel_names names a kernel launched from a CUlibrary") {
+// A node made from a CUkernel (a CUlibrary's, as the CUDA runtime launches) and no CUfunction:
+// graph_kernel_names() names it. The driver fills in the CUfunction (driver 580, for captured
+// launches too), which cuFuncGetName names.
+TEST_CASE("graphs: graph_kernel_names names a node added with only a CUkernel") {
   auto& rt = runtime();
-  kjit::Stream stream(rt);
   const kjit::CompiledKernel ck =
       rt.compiler().get(affine(kjit::DType::F32, 4, 1, false), rt.arch());
   REQUIRE_FALSE(ck.is_ptx);
@@ -367,25 +383,33 @@ TEST_CASE("graphs: kernel_names names a kernel launched from a CUlibrary") {
   const auto load = reinterpret_cast<decltype(&cuLibraryLoadData)>(proc("cuLibraryLoadData"));
   const auto get = reinterpret_cast<decltype(&cuLibraryGetKernel)>(proc("cuLibraryGetKernel"));
   const auto unload = reinterpret_cast<decltype(&cuLibraryUnload)>(proc("cuLibraryUnload"));
-  const auto launch = reinterpret_cast<decltype(&cuLaunchKernel)>(proc("cuLaunchKernel"));
+  const auto create = reinterpret_cast<decltype(&cuGraphCreate)>(proc("cuGraphCreate"));
+  const auto destroy = reinterpret_cast<decltype(&cuGraphDestroy)>(proc("cuGraphDestroy"));
+  const auto add_node =
+      reinterpret_cast<decltype(&cuGraphAddKernelNode)>(proc("cuGraphAddKernelNode"));
   CUlibrary lib = nullptr;
   REQUIRE(load(&lib, ck.binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
   CUkernel kern = nullptr;
   CHECK(get(&kern, lib, ck.lowered_name.c_str()) == CUDA_SUCCESS);
-  const int n = 256;
-  kjit::DeviceBuffer dx(rt, n * 4), dy(rt, n * 4);
+  CUgraph graph = nullptr;
+  REQUIRE(create(&graph, 0) == CUDA_SUCCESS);
+  kjit::DeviceBuffer dx(rt, 1024), dy(rt, 1024);
   CUdeviceptr px = dx.ptr(), py = dy.ptr();
-  int count = n;
-  void* params[] = {&px, &py, &count};
-  if (kern) {
-    kjit::Graph g(rt, stream, [&] {
-      REQUIRE(launch(reinterpret_cast<CUfunction>(kern), 1, 1, 1, 256, 1, 1, 0, stream, params,
-                     nullptr) == CUDA_SUCCESS);
-    });
-    const std::vector<std::string> names = g.kernel_names();
-    REQUIRE(names.size() == 1u);
-    CHECK(names[0] == ck.lowered_name);
-  }
+  int count = 256;
+  void* args[] = {&px, &py, &count};
+  CUDA_KERNEL_NODE_PARAMS params{};
+  params.kern = kern;
+  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+  params.blockDimX = 256;
+  params.blockDimY = params.blockDimZ = 1;
+  params.kernelParams = args;
+  params.ctx = rt.context();  // a CUkernel runs in the context the node names (none is current)
+  CUgraphNode node = nullptr;
+  REQUIRE(add_node(&node, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+  const std::vector<std::string> names = kjit::graph_kernel_names(rt, graph);
+  REQUIRE(names.size() == 1u);
+  CHECK(names[0] == ck.lowered_name);
+  CHECK(destroy(graph) == CUDA_SUCCESS);
   CHECK(unload(lib) == CUDA_SUCCESS);
 }
 

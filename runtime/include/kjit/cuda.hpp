@@ -85,6 +85,10 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// The (mangled) names of the kernel nodes of any graph of rt's context, e.g. one another library
+// captured (nodes made from a cuLibrary CUkernel included). CUDA 12.3+ driver; NotFound below.
+std::vector<std::string> graph_kernel_names(Runtime& rt, CUgraph graph);
+
 // Captures what `body` enqueues on `stream` into a graph, instantiated for replay.
 class Graph {
  public:

@@ -30,6 +30,10 @@ class TemplateSet {
   // Counts add() calls: a cache of loaded kernels keyed by it never returns one built from a
   // header replaced since.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // The generation at which `name` or a header it reaches (closure()) was last added; 0 when all
+  // of them are built-ins never replaced. An add() of an unrelated header leaves it unchanged.
+  // Throws NotFound for an unknown name.
+  uint64_t closure_generation(const std::string& name) const;
   std::vector<std::string> names() const;
 
   // `name` and every header it reaches through #include "..." among the registered ones, sorted by
@@ -41,7 +45,11 @@ class TemplateSet {
 
  private:
   mutable std::shared_mutex mu_;
+  // Reads sources_ under mu_ (shared) and visits name's closure; calls fn(name, text, gen).
+  template <class Fn>
+  void visit_closure(const std::string& name, Fn&& fn) const;
   std::unordered_map<std::string, std::shared_ptr<const std::string>> sources_;
+  std::unordered_map<std::string, uint64_t> added_at_;  // generation of each add()ed name
   std::atomic<uint64_t> generation_{0};
 };
 
