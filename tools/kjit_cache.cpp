@@ -221,11 +221,7 @@ int run(int argc, char** argv) {
       "import", "verify an archive, then publish its entries into the cache (atomically each)");
   imp->add_option("FILE", file, "archive to read")->required();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   std::optional<uint64_t> target_bytes;
   std::optional<std::chrono::seconds> max_age;

@@ -161,11 +161,7 @@ int run(int argc, char** argv) {
   int calls = 20;
   app.add_option("--calls", calls, "timed calls per workload (the median is printed)")
       ->check(CLI::Range(1, 100000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   std::string why;
   if (!kjit::gpu_available(&why)) {

@@ -16,11 +16,7 @@ int run(int argc, char** argv) {
   bool json = false;
   app.add_option("--arch", arch, "target for the sample compile (default sm_90)");
   app.add_flag("--json", json, "print one JSON object");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   nlohmann::json out;
   try {

@@ -231,11 +231,7 @@ int run(int argc, char** argv) {
   app.add_flag("--print-manifest", print_manifest,
                "print the problems that would be precompiled (as a manifest) and exit");
   app.add_flag("--list-ops", list_ops, "print the ops a manifest may name and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   if (list_ops) {
     for (const auto& [name, fn] : kjit::tools::op_registry()) std::printf("%s\n", name.c_str());

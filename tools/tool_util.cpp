@@ -156,6 +156,15 @@ std::string not_empty(const std::string& value) {
   return value.empty() ? "must not be empty (leave the option out for the default)" : "";
 }
 
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return std::nullopt;
+}
+
 int finish_output(const char* tool, int rc) {
   const bool flushed = std::fflush(stdout) == 0;
   const int err = errno;

@@ -1,7 +1,8 @@
-// Small helpers shared by kjit-precompile and kjit-cache: sizes and durations as users type them,
+// Small helpers shared by the tools: command lines, sizes and durations as users type them,
 // human-readable output, and the cache options a tool opens its folder with.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,10 @@ std::string read_text(std::istream& in, const std::string& name);
 
 // A CLI11 check for options whose empty value would silently mean the default (--cache-dir '').
 std::string not_empty(const std::string& value);
+
+// Parses a tool's command line: nullopt to go on, else the code to exit with (0 after --help,
+// 2 for a usage error, with CLI11's message printed).
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
 
 // A tool's exit status once its output is written: stdout flushed, and a write error (a full
 // disk, a closed pipe's EPIPE) turned into a failure naming it instead of exit 0.

@@ -36,11 +36,7 @@ int run(int argc, char** argv) {
   app.add_flag(
       "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
   app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   try {
     // The shape list first: a bad one is reported before the device work, and without a GPU too.

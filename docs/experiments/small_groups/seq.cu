@@ -9,6 +9,8 @@
 
 namespace {
 
+// kjit/gn_stats.cuh's Stat and merges, copied: that header is written for NVRTC's -default-device
+// (no __device__ annotations) and does not compile under nvcc.
 struct Stat {
   float n, mean, m2;
 };
@@ -167,120 +169,121 @@ double check(const Shape& sh, const std::vector<float>& hx, const std::vector<fl
   return worst;  // <= 1: allclose(1e-4, 1e-4)
 }
 
+// One shape's inputs on the device (n rotating pairs of x and y), and their host copies.
+struct Setup {
+  Shape sh;
+  std::vector<float*> xs, ys;
+  float *w = nullptr, *b = nullptr;
+  std::vector<float> hx, hw, hb;
+  cudaStream_t s = nullptr;
+};
+
 template <int kThreads, int kIters, int kSeq, int kCg, int kS>
-void run(const char* name, const Shape& sh, const std::vector<float*>& xs,
-         const std::vector<float*>& ys, const float* w, const float* b,
-         const std::vector<float>& hx, const std::vector<float>& hw, const std::vector<float>& hb,
-         cudaStream_t s) {
+void run(const char* name, const Setup& d) {
+  const Shape& sh = d.sh;
   const int groups = sh.N * sh.G;
   const int grid = (groups + kSeq - 1) / kSeq;
   auto k = gn_seq<kThreads, kIters, kSeq, kCg, kS>;
-  CK(cudaMemset(ys[0], 0xff, (long long)sh.N * sh.C * sh.S * 4));
-  launch(s, k, grid, kThreads, 0, 1, true, (const float*)xs[0], ys[0], w, b, sh.G, groups);
-  CK(cudaStreamSynchronize(s));
-  const double err = check(sh, hx, hw, hb, ys[0]);
-  const int n = (int)xs.size();
-  const float us = time_graph(s, n, [&](int i) {
-    launch(s, k, grid, kThreads, 0, 1, true, (const float*)xs[i], ys[i], w, b, sh.G, groups);
-  });
+  auto call = [&](int i) {
+    launch(d.s, k, grid, kThreads, 0, 1, true, (const float*)d.xs[i], d.ys[i], (const float*)d.w,
+           (const float*)d.b, sh.G, groups);
+  };
+  CK(cudaMemset(d.ys[0], 0xff, (long long)sh.N * sh.C * sh.S * 4));
+  call(0);
+  CK(cudaStreamSynchronize(d.s));
+  const double err = check(sh, d.hx, d.hw, d.hb, d.ys[0]);
+  const float us = time_graph(d.s, (int)d.xs.size(), call);
   std::printf("%-34s T=%3d I=%2d seq=%d grid=%4d  %6.2f us  err/tol %.3f%s\n", name, kThreads,
               kIters, kSeq, grid, us, err, err <= 1 ? "" : "  WRONG");
 }
 
-template <int kCg, int kS, class F>
+template <class F>
 void shape(const Shape& sh, F&& variants) {
   const long long total = (long long)sh.N * sh.C * sh.S;
   const int n = std::max(8, (int)((768ll << 20) / (total * 8)));
-  std::vector<float*> xs, ys;
-  std::vector<float> hx(total), hw(sh.C), hb(sh.C);
+  Setup d;
+  d.sh = sh;
+  d.hx.resize(total);
+  d.hw.resize(sh.C);
+  d.hb.resize(sh.C);
   srand(1);
-  for (auto& v : hx) v = 3.f * rand() / RAND_MAX - 1.f;
-  for (auto& v : hw) v = 1.f + 0.5f * rand() / RAND_MAX;
-  for (auto& v : hb) v = 0.5f * rand() / RAND_MAX - 0.25f;
+  for (auto& v : d.hx) v = 3.f * rand() / RAND_MAX - 1.f;
+  for (auto& v : d.hw) v = 1.f + 0.5f * rand() / RAND_MAX;
+  for (auto& v : d.hb) v = 0.5f * rand() / RAND_MAX - 0.25f;
   for (int i = 0; i < n; ++i) {
     float *a, *c;
     CK(cudaMalloc(&a, total * 4));
     CK(cudaMalloc(&c, total * 4));
-    CK(cudaMemcpy(a, hx.data(), total * 4, cudaMemcpyHostToDevice));
-    xs.push_back(a);
-    ys.push_back(c);
+    CK(cudaMemcpy(a, d.hx.data(), total * 4, cudaMemcpyHostToDevice));
+    d.xs.push_back(a);
+    d.ys.push_back(c);
   }
-  float *w, *b;
-  CK(cudaMalloc(&w, sh.C * 4));
-  CK(cudaMalloc(&b, sh.C * 4));
-  CK(cudaMemcpy(w, hw.data(), sh.C * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b, hb.data(), sh.C * 4, cudaMemcpyHostToDevice));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMalloc(&d.w, sh.C * 4));
+  CK(cudaMalloc(&d.b, sh.C * 4));
+  CK(cudaMemcpy(d.w, d.hw.data(), sh.C * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.b, d.hb.data(), sh.C * 4, cudaMemcpyHostToDevice));
+  CK(cudaStreamCreateWithFlags(&d.s, cudaStreamNonBlocking));
   std::printf("%dx%dx%d/G%d f32, %d rotating pairs\n", sh.N, sh.C, sh.S, sh.G, n);
-  const float silu = time_graph(s, n, [&](int i) {
-    launch(s, silu_kernel, 132 * 8, 256, 0, 1, true, (const float4*)xs[i], (float4*)ys[i],
+  const float silu = time_graph(d.s, n, [&](int i) {
+    launch(d.s, silu_kernel, 132 * 8, 256, 0, 1, true, (const float4*)d.xs[i], (float4*)d.ys[i],
            total / 4);
   });
   std::printf("%-34s %6.2f us\n", "silu elementwise (floor)", silu);
-  variants(xs, ys, w, b, hx, hw, hb, s);
+  variants(d);
   for (int i = 0; i < n; ++i) {
-    CK(cudaFree(xs[i]));
-    CK(cudaFree(ys[i]));
+    CK(cudaFree(d.xs[i]));
+    CK(cudaFree(d.ys[i]));
   }
-  CK(cudaFree(w));
-  CK(cudaFree(b));
-  CK(cudaStreamDestroy(s));
+  CK(cudaFree(d.w));
+  CK(cudaFree(d.b));
+  CK(cudaStreamDestroy(d.s));
 }
 
 }  // namespace
 
 int main() {
-#define V(T, I, Q) run<T, I, Q, kCg, kS>(#T "x" #I " seq " #Q, sh, xs, ys, w, b, hx, hw, hb, s)
+#define V(T, I, Q) run<T, I, Q, kCg, kS>(#T "x" #I " seq " #Q, d)
   {
     constexpr int kCg = 8, kS = 576;  // the seed shape
-    const Shape sh{8, 256, kS, 32};
-    shape<kCg, kS>(
-        sh, [&](auto& xs, auto& ys, auto w, auto b, auto& hx, auto& hw, auto& hb, cudaStream_t s) {
-          V(192, 6, 1);
-          V(192, 6, 2);
-          V(384, 3, 1);
-          V(384, 3, 2);
-          V(128, 9, 2);
-          V(96, 12, 1);
-          V(96, 12, 2);
-          V(192, 6, 4);
-          V(64, 18, 1);
-          V(64, 18, 2);
-        });
+    shape({8, 256, kS, 32}, [](const Setup& d) {
+      V(192, 6, 1);
+      V(192, 6, 2);
+      V(384, 3, 1);
+      V(384, 3, 2);
+      V(128, 9, 2);
+      V(96, 12, 1);
+      V(96, 12, 2);
+      V(192, 6, 4);
+      V(64, 18, 1);
+      V(64, 18, 2);
+    });
   }
   {
     constexpr int kCg = 1, kS = 1024;  // 32x64x32x32/G64
-    const Shape sh{32, 64, kS, 64};
-    shape<kCg, kS>(
-        sh, [&](auto& xs, auto& ys, auto w, auto b, auto& hx, auto& hw, auto& hb, cudaStream_t s) {
-          V(32, 8, 1);
-          V(32, 8, 2);
-          V(32, 8, 4);
-          V(64, 4, 1);
-          V(64, 4, 2);
-          V(128, 2, 2);
-        });
+    shape({32, 64, kS, 64}, [](const Setup& d) {
+      V(32, 8, 1);
+      V(32, 8, 2);
+      V(32, 8, 4);
+      V(64, 4, 1);
+      V(64, 4, 2);
+      V(128, 2, 2);
+    });
   }
   {
     constexpr int kCg = 40, kS = 256;  // 2x1280x16x16/G32
-    const Shape sh{2, 1280, kS, 32};
-    shape<kCg, kS>(
-        sh, [&](auto& xs, auto& ys, auto w, auto b, auto& hx, auto& hw, auto& hb, cudaStream_t s) {
-          V(320, 8, 1);
-          V(640, 4, 1);
-          V(1024, 3, 1);
-        });
+    shape({2, 1280, kS, 32}, [](const Setup& d) {
+      V(320, 8, 1);
+      V(640, 4, 1);
+      V(1024, 3, 1);
+    });
   }
   {
     constexpr int kCg = 128, kS = 64;  // 1x4096x8x8/G32
-    const Shape sh{1, 4096, kS, 32};
-    shape<kCg, kS>(
-        sh, [&](auto& xs, auto& ys, auto w, auto b, auto& hx, auto& hw, auto& hb, cudaStream_t s) {
-          V(256, 8, 1);
-          V(512, 4, 1);
-          V(1024, 2, 1);
-        });
+    shape({1, 4096, kS, 32}, [](const Setup& d) {
+      V(256, 8, 1);
+      V(512, 4, 1);
+      V(1024, 2, 1);
+    });
   }
   return 0;
 }

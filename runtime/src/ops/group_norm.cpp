@@ -165,8 +165,9 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   if (plan.refused.load(std::memory_order_relaxed))
     return launch_plan(rt, *plan.fallback, a, stream, ws);
   if (!ws) ws = &rt.op_state().group_norm_ws;
-  // Held until the last launch is enqueued: the split pair passes its partials from one kernel
-  // to the next, and another thread's call on this stream must not land between them.
+  // The split pair passes its partials from one kernel to the next: the lease is held until the
+  // second is enqueued, so that another thread's call on this stream cannot land between them.
+  // One-launch plans (coop, pipe) are ordered by the stream alone and let it go before launching.
   kjit::detail::StreamWorkspaces::Lease lease = ws->partials.try_lease(stream, plan.partials_bytes);
   CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
   if (!lease.ptr() || (plan.barrier_bytes && !bar)) {
@@ -178,6 +179,7 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
       bar = ws->barriers.get(rt, stream, plan.barrier_bytes, "group_norm", kReserveHint);
   }
   CUdeviceptr part = lease.ptr();
+  if (!plan.config.split || plan.config.coop) lease.release();
   if (plan.config.pipe) {
     unsigned n = plan.pipe_chunks, lag = plan.pipe_lag;
     void* params[] = {const_cast<void**>(&x), &y,   &part,   &bar, const_cast<void**>(&w),
