@@ -80,11 +80,16 @@ class BodyReader {
 }  // namespace
 
 ArchiveWriter::ArchiveWriter(const std::string& path) : path_(path), temp_(temp_path_for(path)) {
-  fd_ = open_fd(temp_, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  fd_ = open_fd(temp_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
   if (!fd_.valid())
     throw std::runtime_error("kjit cache: cannot create " + temp_ + ": " + errno_text(errno));
-  write(kArchiveMagic);
-  write(le(kArchiveVersion, 4));
+  try {
+    write(kArchiveMagic);
+    write(le(kArchiveVersion, 4));
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    ::unlink(temp_.c_str());
+    throw;
+  }
 }
 
 ArchiveWriter::~ArchiveWriter() {
@@ -119,15 +124,25 @@ void ArchiveWriter::commit() {
   committed_ = true;
 }
 
-void read_archive(const std::string& path,
-                  const std::function<void(const Key&, std::string_view entry_file)>& visit) {
-  UniqueFd fd = open_fd(path, O_RDONLY);
+void (*import_between_passes_hook)() = nullptr;
+
+UniqueFd open_archive(const std::string& path) {
+  UniqueFd fd = open_fd(path, O_RDONLY | O_NONBLOCK);
   struct stat st;
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0)
     throw std::runtime_error("kjit cache: cannot open archive " + path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  return fd;
+}
+
+void read_archive(int fd, const std::string& path,
+                  const std::function<void(const Key&, std::string_view entry_file)>& visit) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || ::lseek(fd, 0, SEEK_SET) != 0)
+    throw std::runtime_error("kjit cache: cannot read archive " + path + ": " + errno_text(errno));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < kArchiveMagic.size() + 4 + 1 + 8 + 32) fail(path, "too short to be a kjit archive");
-  BodyReader in(path, fd.get(), size - 32);
+  BodyReader in(path, fd, size - 32);
   if (in.take(kArchiveMagic.size(), "magic") != kArchiveMagic) fail(path, "not a kjit archive");
   uint64_t version = from_le(in.take(4, "version"));
   if (version != kArchiveVersion)

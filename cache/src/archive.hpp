@@ -40,10 +40,18 @@ class ArchiveWriter {
   bool committed_ = false;
 };
 
-// Streams every record to `visit` in order, then checks the end marker, the count and the
-// checksum. Throws std::runtime_error naming the problem; since the checksum is only known at
-// the end, callers that must not act on a bad archive do a validation pass first.
-void read_archive(const std::string& path,
+// The archive at `path` (a symlink given by the user is followed), opened without blocking on a
+// FIFO and checked to be a regular file. Throws std::runtime_error naming the path and the cause.
+UniqueFd open_archive(const std::string& path);
+
+// Streams every record of the archive open on `fd` (from its start: a second pass reads the same
+// file, not whatever `path` names by then) to `visit` in order, then checks the end marker, the
+// count and the checksum. Throws std::runtime_error naming the problem; since the checksum is
+// only known at the end, callers that must not act on a bad archive do a validation pass first.
+// Test hook: called by DiskCache::import_from between its two passes (nullptr: nothing).
+extern void (*import_between_passes_hook)();
+
+void read_archive(int fd, const std::string& path,
                   const std::function<void(const Key&, std::string_view entry_file)>& visit);
 
 }  // namespace kjit::cache::detail

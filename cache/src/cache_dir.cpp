@@ -58,15 +58,6 @@ uint64_t random_u64() {
 
 }  // namespace
 
-std::string Layout::entry_path(const Key& k) const {
-  std::string hex = k.hex();
-  return root + "/" + hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);
-}
-
-std::string Layout::lock_path(const Key& k) const {
-  return lock_dir() + "/" + k.hex() + std::string(kLockSuffix);
-}
-
 std::string temp_path_for(const std::string& final_path) {
   char rnd[17];
   std::snprintf(rnd, sizeof rnd, "%016llx", static_cast<unsigned long long>(random_u64()));
@@ -109,16 +100,6 @@ std::optional<Mode> parse_mode(std::string_view text) {
   return std::nullopt;
 }
 
-std::string private_dir(const std::string& path) {
-  ::mkdir(path.c_str(), 0700);  // EEXIST is checked below
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-      (st.st_mode & 022) == 0)
-    return path;
-  std::string fresh = path + "-XXXXXX";
-  return ::mkdtemp(fresh.data()) ? fresh : std::string();
-}
-
 void warn(const std::string& message) {
   std::string line = "kjit: " + message + "\n";
   // One write() so that lines from concurrent processes do not interleave.
@@ -135,13 +116,9 @@ std::string Options::default_dir() {
   std::string home = detail::env("HOME");
   if (home.empty()) home = detail::home_from_passwd();
   if (!home.empty()) return home + "/.cache/kjit";
-  // A predictable name in a folder every user may write: another user could have made it first
-  // and planted entries (a key is no secret and a checksum no signature).
-  const std::string tmp = "/tmp/kjit-cache-" + std::to_string(getuid());
-  const std::string dir = detail::private_dir(tmp);
-  // None to be had: a folder no one can create, so the cache reads nothing and writes nothing
-  // (and says so once, as for any folder it cannot write).
-  return dir.empty() ? "/nonexistent" + tmp : dir;
+  // A predictable name in a folder every user may write: another user could make it first and
+  // plant entries. The trust policy refuses it then (not ours), so the cache is off, not fooled.
+  return "/tmp/kjit-cache-" + std::to_string(::geteuid());
 }
 
 std::optional<uint64_t> parse_size(std::string_view text) {
@@ -181,6 +158,7 @@ Options Options::from_env() {
     else
       detail::warn("KJIT_CACHE=" + mode + " is not one of off|ro|rw; using rw");
   }
+  o.shared_group = detail::env("KJIT_CACHE_SHARED");
   std::string size = detail::env("KJIT_CACHE_MAX_SIZE");
   if (!size.empty()) {
     if (auto s = parse_size(size))

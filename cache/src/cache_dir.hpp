@@ -1,9 +1,10 @@
 // Where things live inside a cache folder, and which file names the cache owns.
 //
-//   <dir>/v1/<2 hex>/<64 hex>.kjit               entries, sharded by the key's first byte
-//   <dir>/v1/<2 hex>/<64 hex>.kjit.tmp.<pid>.<r>  a writer's temp file (same folder: rename is
-//   atomic) <dir>/v1/probe.tmp.<pid>.<r>                  the writability probe <dir>/v1/locks/<64
-//   hex>.lock                  per-key compile locks <dir>/v1/evict.lock trim try-lock
+//   <dir>/v1/<2 hex>/<64 hex>.kjit                entries, sharded by the key's first byte
+//   <dir>/v1/<2 hex>/<64 hex>.kjit.tmp.<pid>.<r>  a writer's temp file (same folder: atomic rename)
+//   <dir>/v1/probe.tmp.<pid>.<r>                  the writability probe
+//   <dir>/v1/locks/<64 hex>.lock                  per-key compile locks
+//   <dir>/v1/evict.lock                           trim try-lock
 //
 // Only names matching these patterns are ever deleted; anything else in the folder is left alone.
 #pragma once
@@ -28,19 +29,23 @@ inline constexpr std::string_view kProbePrefix = "probe";
 // more, is never read into memory.
 inline constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
 
-struct Layout {
-  std::string root;  // <dir>/v1
+inline constexpr std::string_view kVersionFolder = "v1";
+inline constexpr std::string_view kLockFolder = "locks";
+inline constexpr std::string_view kEvictLock = "evict.lock";
 
-  explicit Layout(const std::string& dir) : root(dir + "/v1") {}
-  std::string shard_dir(const Key& k) const { return root + "/" + k.hex().substr(0, 2); }
-  std::string entry_path(const Key& k) const;
-  std::string lock_dir() const { return root + "/locks"; }
-  std::string lock_path(const Key& k) const;
-  std::string evict_lock_path() const { return root + "/evict.lock"; }
-};
+inline std::string shard_name(const Key& k) {
+  return k.hex().substr(0, 2);
+}
+inline std::string entry_name(const Key& k) {
+  return k.hex() + std::string(kEntrySuffix);
+}
+inline std::string lock_name(const Key& k) {
+  return k.hex() + std::string(kLockSuffix);
+}
 
-// A unique temp name beside `final_path` ("<final>.tmp.<pid>.<random hex>").
-std::string temp_path_for(const std::string& final_path);
+// A unique temp name beside `final_name` ("<final>.tmp.<pid>.<random hex>"). The pid only helps
+// a person reading the folder: liveness is the writer's flock on the file (eviction.hpp).
+std::string temp_path_for(const std::string& final_name);
 
 bool is_shard_name(std::string_view name);
 // "<64 lowercase hex>.kjit" whose first two digits equal `shard`.
@@ -50,11 +55,6 @@ bool is_lock_name(std::string_view name);
 std::optional<pid_t> parse_temp_name(std::string_view name, std::string_view shard);
 
 std::optional<Mode> parse_mode(std::string_view text);  // "off" | "ro" | "rw"
-
-// `path` when it is a folder of this user's that no one else may write into (made 0700 when
-// missing); else a new private folder "<path>-XXXXXX" (a symlink, a file, another user's folder
-// or a group- or world-writable one are never used); "" when neither can be had.
-std::string private_dir(const std::string& path);
 
 // stderr, prefixed "kjit: ". Shared so that every cache message looks the same.
 void warn(const std::string& message);

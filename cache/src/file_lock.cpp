@@ -13,35 +13,49 @@ namespace kjit::cache::detail {
 
 namespace {
 
-// True when `path` still names the inode behind `fd` (it may have been unlinked, and perhaps
-// recreated, between our open() and our flock()).
-bool still_linked(int fd, const std::string& path) {
-  struct stat by_fd, by_path;
-  if (::fstat(fd, &by_fd) != 0 || ::stat(path.c_str(), &by_path) != 0) return false;
-  return by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
+// True when `name` in `dir` still names the inode behind `fd` (it may have been unlinked, and
+// perhaps recreated, between our open() and our flock()).
+bool still_linked(int dir, int fd, const std::string& name) {
+  struct stat by_fd, by_name;
+  if (::fstat(fd, &by_fd) != 0 || ::fstatat(dir, name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) != 0)
+    return false;
+  return by_fd.st_dev == by_name.st_dev && by_fd.st_ino == by_name.st_ino;
 }
 
-int flock_nb(int fd) {
+int flock_nb(int fd, int op) {
   int rc;
   do {
-    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    rc = ::flock(fd, op | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
   return rc == 0 ? 0 : errno;
 }
 
 }  // namespace
 
-std::optional<FileLock> FileLock::acquire(const std::string& path,
-                                          std::chrono::milliseconds timeout,
+bool lock_now(int fd) {
+  return flock_nb(fd, LOCK_EX) == 0;
+}
+
+bool is_locked_by_someone(int fd) {
+  if (flock_nb(fd, LOCK_EX) != 0) return errno == EWOULDBLOCK;
+  ::flock(fd, LOCK_UN);
+  return false;
+}
+
+std::optional<FileLock> FileLock::acquire(const Folder& dir, const std::string& name,
+                                          const Trust& trust, std::chrono::milliseconds timeout,
                                           bool remove_on_release) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
-    UniqueFd fd = open_fd(path, O_RDWR | O_CREAT, 0666);
-    if (!fd.valid()) return std::nullopt;
+    UniqueFd fd = dir.open_file(name, O_RDWR | O_CREAT, trust.file_mode());
+    struct stat st;
+    // A lock file is only ever a regular file of ours: a FIFO or device planted at its name is
+    // not locked (nor written, nor waited on: O_NONBLOCK).
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     for (;;) {
-      int err = flock_nb(fd.get());
+      int err = flock_nb(fd.get(), LOCK_EX);
       if (err == 0) break;
       if (err != EWOULDBLOCK || Clock::now() >= deadline) return std::nullopt;
       // Short first sleeps keep a waiter's latency low when the holder finishes quickly; the cap
@@ -49,7 +63,11 @@ std::optional<FileLock> FileLock::acquire(const std::string& path,
       std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
-    if (still_linked(fd.get(), path)) return FileLock(path, std::move(fd), remove_on_release);
+    if (still_linked(dir.fd(), fd.get(), name)) {
+      UniqueFd dir_copy(::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
+      if (!dir_copy.valid()) return std::nullopt;
+      return FileLock(std::move(dir_copy), name, std::move(fd), remove_on_release);
+    }
     // We locked an inode that its previous holder already unlinked: start over on the new file.
   }
 }
@@ -57,7 +75,8 @@ std::optional<FileLock> FileLock::acquire(const std::string& path,
 FileLock& FileLock::operator=(FileLock&& o) noexcept {
   if (this != &o) {
     release();
-    path_ = std::move(o.path_);
+    dir_ = std::move(o.dir_);
+    name_ = std::move(o.name_);
     fd_ = std::move(o.fd_);
     remove_ = o.remove_;
   }
@@ -66,8 +85,9 @@ FileLock& FileLock::operator=(FileLock&& o) noexcept {
 
 void FileLock::release() {
   if (!fd_.valid()) return;  // moved from
-  if (remove_) ::unlink(path_.c_str());
+  if (remove_) ::unlinkat(dir_.get(), name_.c_str(), 0);
   fd_.reset();  // closing the last descriptor releases the flock
+  dir_.reset();
 }
 
 }  // namespace kjit::cache::detail

@@ -1,12 +1,14 @@
 // Exclusive inter-process lock on a lock file (flock). Used for the per-key compile lock and the
 // trim try-lock. flock locks belong to the open file description, so two threads of one process
 // exclude each other too, and the kernel drops the lock when its holder dies (even by SIGKILL).
+// The lock file is opened relative to its folder's descriptor and never through a symlink.
 #pragma once
 
 #include <chrono>
 #include <optional>
 #include <string>
 
+#include "folder.hpp"
 #include "posix_io.hpp"
 
 namespace kjit::cache::detail {
@@ -17,11 +19,13 @@ class FileLock {
   // nullopt when the file cannot be opened/created or the wait times out.
   // `remove_on_release`: unlink the file when done, so per-key locks do not pile up. This is safe
   // because every party unlinks only while holding the lock, and re-checks after locking that
-  // the path still names the inode it locked.
-  static std::optional<FileLock> acquire(const std::string& path, std::chrono::milliseconds timeout,
+  // the name still names the inode it locked.
+  static std::optional<FileLock> acquire(const Folder& dir, const std::string& name,
+                                         const Trust& trust, std::chrono::milliseconds timeout,
                                          bool remove_on_release);
-  static std::optional<FileLock> try_acquire(const std::string& path, bool remove_on_release) {
-    return acquire(path, std::chrono::milliseconds(0), remove_on_release);
+  static std::optional<FileLock> try_acquire(const Folder& dir, const std::string& name,
+                                             const Trust& trust, bool remove_on_release) {
+    return acquire(dir, name, trust, std::chrono::milliseconds(0), remove_on_release);
   }
 
   FileLock(FileLock&&) = default;
@@ -29,14 +33,21 @@ class FileLock {
   ~FileLock() { release(); }
 
  private:
-  FileLock(std::string path, UniqueFd fd, bool remove)
-      : path_(std::move(path)), fd_(std::move(fd)), remove_(remove) {}
+  FileLock(UniqueFd dir, std::string name, UniqueFd fd, bool remove)
+      : dir_(std::move(dir)), name_(std::move(name)), fd_(std::move(fd)), remove_(remove) {}
 
   void release();
 
-  std::string path_;
+  UniqueFd dir_;  // a duplicate of the folder's descriptor, for the unlink at release
+  std::string name_;
   UniqueFd fd_;
   bool remove_;
 };
+
+// Whether someone holds an exclusive flock on `fd` right now (a writer's temp file): tries to
+// take it without waiting and lets it go again.
+bool is_locked_by_someone(int fd);
+// Takes an exclusive flock on `fd` without waiting; true when had.
+bool lock_now(int fd);
 
 }  // namespace kjit::cache::detail

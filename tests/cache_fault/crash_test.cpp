@@ -1,7 +1,9 @@
 // Writers that die or run out of space must leave no visible partial entry behind.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -64,7 +66,11 @@ TEST_CASE("a writer killed mid-write leaves no visible entry; its temp file is c
   CHECK(cache.stats().corrupt == 0);
   CHECK(cache.stats().read_errors == 0);
 
-  SUBCASE("removed by prune (the writer's pid is gone)") {
+  // Past the grace that covers a live writer's create-then-lock moment (eviction.hpp): what
+  // marks them abandoned is that no one holds their lock any more.
+  age_file(temp_fresh, 20);
+  age_file(temp_existing, 20);
+  SUBCASE("removed by prune (the writer's lock is gone)") {
     CHECK(cache.prune(std::nullopt, std::nullopt) == 0);
   }
   SUBCASE("removed by the trim that a put over the cap triggers") {
@@ -91,25 +97,48 @@ TEST_CASE("a writer killed mid-write leaves no visible entry; its temp file is c
   CHECK(made);
 }
 
-TEST_CASE("temp files of live writers are kept; old or orphaned ones are removed") {
+// Liveness is the writer's flock on its temp file, not its pid: a pid names nothing across PID
+// namespaces (two containers sharing one cache) or hosts, and the old pid test deleted such live
+// writers' files.
+TEST_CASE("temp files of live writers are kept, in any PID namespace; abandoned ones go") {
   TempDir tmp;
   DiskCache cache(options_for(tmp.path()));
   const Key k = key_of("temps");
   REQUIRE(cache.put(k, entry_of("x")));
   const std::string base = entry_path(tmp.path(), k);
-  const std::string live = base + ".tmp." + std::to_string(getpid()) + ".00ff";
-  const std::string old_live = base + ".tmp." + std::to_string(getpid()) + ".0aaa";
-  // The pid of a reaped child cannot be alive (pid reuse within the test is practically nil).
+  // A pid that exists nowhere here: what a writer in another PID namespace looks like.
   const pid_t dead_pid = spawn_child([] { return 0; });
   wait_child(dead_pid);
-  const std::string orphan = base + ".tmp." + std::to_string(dead_pid) + ".0bbb";
-  for (const auto& p : {live, old_live, orphan}) write_file(p, "partial");
-  age_file(old_live, 2 * 3600);
+  const std::string elsewhere = base + ".tmp." + std::to_string(dead_pid) + ".00ff";
+  const std::string abandoned = base + ".tmp." + std::to_string(getpid()) + ".0aaa";
+  const std::string fresh = base + ".tmp." + std::to_string(dead_pid) + ".0bbb";
+  for (const auto& p : {elsewhere, abandoned, fresh}) write_file(p, "partial");
+  // The live writer holds its lock (from a child: a flock is per open file, so holding it in
+  // this process would prove nothing about another one).
+  int ready[2], done[2];
+  REQUIRE(::pipe(ready) == 0);
+  REQUIRE(::pipe(done) == 0);
+  const pid_t writer = spawn_child([&] {
+    int fd = ::open(elsewhere.c_str(), O_RDWR);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 1;
+    char c = 1;
+    if (::write(ready[1], &c, 1) != 1) return 2;
+    return ::read(done[0], &c, 1) == 1 ? 0 : 3;
+  });
+  char c;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  age_file(elsewhere, 2 * 3600);  // even a writer stalled for hours is alive while it holds it
+  age_file(abandoned, 2 * 3600);
   cache.prune(std::nullopt, std::nullopt);
-  CHECK(exists(live));
-  CHECK_FALSE(exists(old_live));
-  CHECK_FALSE(exists(orphan));
+  CHECK(exists(elsewhere));
+  CHECK_FALSE(exists(abandoned));
+  CHECK(exists(fresh));  // unlocked, but within the grace of a writer's create-then-lock moment
   CHECK(cache.get(k));
+  REQUIRE(::write(done[1], &c, 1) == 1);
+  CHECK(wait_child(writer) == 0);
+  cache.prune(std::nullopt, std::nullopt);  // its writer gone: abandoned now
+  CHECK_FALSE(exists(elsewhere));
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
 }
 
 TEST_CASE("disk full during a write: put fails cleanly, the op still gets its entry") {

@@ -33,6 +33,9 @@ struct Stats {
   uint64_t hits = 0, misses = 0, compiles = 0, corrupt = 0;
   uint64_t read_errors = 0, write_errors = 0, evictions = 0;
   uint64_t oversized = 0;  // puts not stored: the entry alone was over half the size cap
+  // Lookups that found an entry (or a folder on its path) that the trust policy refuses: owned
+  // by another user, writable by others, or a symlink. Each is a miss, never served.
+  uint64_t untrusted = 0;
   uint64_t bytes_read = 0, bytes_written = 0;
 };
 
@@ -41,10 +44,16 @@ struct Options {
   Mode mode = Mode::ReadWrite;
   uint64_t max_bytes = 4ull << 30;  // size cap; trim to ~90% when exceeded; 0 = no cap
   std::chrono::milliseconds lock_timeout{60000};
+  // Empty: the cache is private (this user and root only). A group name: a team's shared folder,
+  // whose members are trusted too (folders made 2770, files 0660). See docs/API.md, "Trust".
+  std::string shared_group;
+  // The cache prints its warnings (folder refused, read-only fallback, first write error) to
+  // stderr once each, unless quiet: the tools report the same problems as errors themselves.
+  bool quiet = false;
 
   // KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else getpwuid's home,
-  // else a folder under /tmp; KJIT_CACHE=off|ro|rw; KJIT_CACHE_MAX_SIZE (bytes, or with K/M/G
-  // suffix).
+  // else /tmp/kjit-cache-<uid>; KJIT_CACHE=off|ro|rw; KJIT_CACHE_MAX_SIZE (bytes, or with K/M/G
+  // suffix); KJIT_CACHE_SHARED (a group name).
   static Options from_env();
   static std::string default_dir();
 };
@@ -54,7 +63,8 @@ struct EntryInfo {
   uint64_t size = 0;
   int64_t mtime = 0;  // seconds since epoch (last use)
   bool valid = true;
-  std::string error;  // why invalid
+  std::string error;  // why invalid (never read: a folder, link or FIFO at an entry's name, an
+                      // entry that the trust policy refuses, a file larger than any entry)
 };
 
 class DiskCache {
@@ -65,10 +75,15 @@ class DiskCache {
   DiskCache& operator=(const DiskCache&) = delete;
 
   // Effective mode: ReadWrite falls back to ReadOnly when the dir is not writable, and
-  // read_only_reason() then says why (empty otherwise).
+  // read_only_reason() then says why (empty otherwise). A folder that the trust policy refuses
+  // (it, or a folder above it, is writable by another user, owned by one, or a symlink inside
+  // the cache) turns the cache Off, and refused_reason() says which path breaks which rule.
   Mode mode() const;
   const std::string& read_only_reason() const;
+  const std::string& refused_reason() const;
   const std::string& dir() const;
+  // The last write error ("<path>: <OS reason>" or the rule a folder breaks), empty when none.
+  std::string last_error() const;
 
   // Verified read. Missing -> nullopt (miss). Anything wrong -> nullopt, counted corrupt. Never
   // throws.
@@ -97,7 +112,9 @@ class DiskCache {
   uint64_t clear();
   // One archive file holding every valid entry; import verifies each and publishes atomically.
   // export_to writes a temp file beside archive_path, then renames it; throws std::runtime_error
-  // on I/O errors. Both return the number of entries.
+  // on I/O errors (and leaves no temp file). import reads the archive through one descriptor
+  // twice: the first pass proves it sound and refuses duplicate keys, the second publishes only
+  // entries identical to what the first pass checked. Both return the number of entries.
   uint64_t export_to(const std::string& archive_path);
   uint64_t import_from(
       const std::string& archive_path);  // throws std::runtime_error on a bad archive

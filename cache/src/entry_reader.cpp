@@ -1,0 +1,89 @@
+#include "entry_reader.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "cache_dir.hpp"
+
+namespace kjit::cache::detail {
+
+namespace {
+
+int read_exact(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    if (r == 0) return EIO;  // shorter than fstat said: changed under us
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return 0;
+}
+
+ParseStatus check_header(std::string_view head, const Key* expected) {
+  if (head.substr(0, kEntryMagic.size()) != kEntryMagic) return ParseStatus::BadMagic;
+  uint32_t version = 0;
+  for (int i = 0; i < 4; ++i)
+    version |= uint32_t{static_cast<uint8_t>(head[kEntryVersionOffset + i])} << (8 * i);
+  if (version != kEntryFormatVersion) return ParseStatus::BadVersion;
+  if (expected &&
+      std::memcmp(head.data() + kEntryKeyOffset, expected->bytes.data(), expected->bytes.size()))
+    return ParseStatus::KeyMismatch;
+  return ParseStatus::Ok;
+}
+
+EntryRead fail(EntryRead r, ReadStatus s, const std::string& path, const std::string& reason) {
+  r.status = s;
+  r.reason = reason;
+  r.why = path + (reason.rfind("is ", 0) == 0 ? " " : ": ") + reason;
+  r.bytes.clear();
+  return r;
+}
+
+}  // namespace
+
+EntryRead read_entry_file(const Folder& shard, std::string_view name, const Trust& trust,
+                          const Key* expected, bool verify_checksum, Entry* out) {
+  EntryRead r;
+  const std::string path = shard.path_of(name);
+  r.fd = shard.open_file(name, O_RDONLY);
+  if (!r.fd.valid()) {
+    const int err = errno;
+    if (err == ENOENT) return fail(std::move(r), ReadStatus::Missing, path, "no such entry");
+    if (err == ELOOP) return fail(std::move(r), ReadStatus::Untrusted, path, "is a symbolic link");
+    return fail(std::move(r), ReadStatus::Failed, path, errno_text(err));
+  }
+  struct stat st;
+  if (::fstat(r.fd.get(), &st) != 0)
+    return fail(std::move(r), ReadStatus::Failed, path, errno_text(errno));
+  if (std::string problem = trust.file_problem(st); !problem.empty())
+    return fail(std::move(r), S_ISREG(st.st_mode) ? ReadStatus::Untrusted : ReadStatus::Corrupt,
+                path, problem);
+  r.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000ll + st.st_mtim.tv_nsec;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > kMaxEntryBytes)
+    return fail(std::move(r), ReadStatus::Corrupt, path, "is larger than any entry (not read)");
+  if (size < kEntryKeyOffset + 32)
+    return fail(std::move(r), ReadStatus::Corrupt, path, describe(ParseStatus::TooShort));
+  r.bytes.resize(kEntryKeyOffset + 32);
+  if (int err = read_exact(r.fd.get(), r.bytes.data(), r.bytes.size()))
+    return fail(std::move(r), ReadStatus::Failed, path, errno_text(err));
+  if (ParseStatus s = check_header(r.bytes, expected); s != ParseStatus::Ok)
+    return fail(std::move(r), ReadStatus::Corrupt, path, describe(s));
+  const size_t head = r.bytes.size();
+  r.bytes.resize(static_cast<size_t>(size));
+  if (int err = read_exact(r.fd.get(), r.bytes.data() + head, r.bytes.size() - head))
+    return fail(std::move(r), ReadStatus::Failed, path, errno_text(err));
+  if (ParseStatus s = parse_entry(r.bytes, expected, verify_checksum, nullptr, out);
+      s != ParseStatus::Ok)
+    return fail(std::move(r), ReadStatus::Corrupt, path, describe(s));
+  r.status = ReadStatus::Ok;
+  return r;
+}
+
+}  // namespace kjit::cache::detail

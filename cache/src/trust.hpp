@@ -1,0 +1,48 @@
+// Which cache folders and files kjit trusts. A cache entry is code that runs on the GPU, so the
+// rule is OpenSSH's StrictModes applied to a folder tree: everything the cache reads must be
+// owned by this user (or root) and writable by no one else, and so must every folder above it,
+// since whoever can rename a folder on the path can swap the whole cache. A team may opt into a
+// shared folder by naming a group (KJIT_CACHE_SHARED): then members of that group are trusted too.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+namespace kjit::cache::detail {
+
+class Trust {
+ public:
+  // Private: only this user and root. `shared_group` non-empty: also that group's members.
+  // Throws std::runtime_error when the group does not exist.
+  explicit Trust(const std::string& shared_group = {});
+
+  bool shared() const { return shared_gid_.has_value(); }
+  // Modes kjit creates with (exact, whatever the umask): 0700/0600, or 2770/0660 when shared.
+  mode_t folder_mode() const { return shared() ? 02770 : 0700; }
+  mode_t file_mode() const { return shared() ? 0660 : 0600; }
+  std::optional<gid_t> shared_gid() const { return shared_gid_; }
+
+  // Empty when trusted, else the rule it breaks ("is writable by group 'staff' (mode 0775)").
+  std::string folder_problem(const struct stat& st) const;
+  std::string file_problem(const struct stat& st) const;
+  // Every folder from `path` (absolute, no symlinks: realpath'd) up to "/" (those that do not
+  // exist yet are skipped: kjit makes them). The first problem found, prefixed with the folder's
+  // path; empty when the whole chain is trusted.
+  std::string chain_problem(const std::string& path) const;
+
+ private:
+  std::string owner_problem(const struct stat& st) const;
+  std::string write_problem(const struct stat& st, bool folder) const;
+  bool group_is_users_own(gid_t gid) const;
+  bool in_shared_group(uid_t uid) const;
+
+  uid_t uid_;
+  gid_t primary_gid_;
+  std::string user_name_;
+  std::optional<gid_t> shared_gid_;
+};
+
+}  // namespace kjit::cache::detail
