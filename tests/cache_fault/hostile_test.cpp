@@ -269,14 +269,16 @@ TEST_CASE("a huge file at an entry's name is refused by its header, not read who
   REQUIRE(::ftruncate(fd, off_t{1} << 30) == 0);
   ::close(fd);
   CHECK(bounded(60, [&] {
-          rlimit lim{256ull << 20, 256ull << 20};  // address space: a 1 GiB buffer cannot fit
-          if (::setrlimit(RLIMIT_AS, &lim) != 0) return 10;
           DiskCache cache(options_for(tmp.path()));
           if (cache.get(k)) return 1;
           if (cache.stats().corrupt != 1) return 2;
-          if (cache.stats().bytes_read != 0) return 3;
           auto all = cache.list(true);
-          return all.size() == 1 && !all[0].valid ? 0 : 4;
+          if (all.size() != 1 || all[0].valid) return 3;
+          // Peak memory of this child: the old reader held the whole GiB (an address-space limit
+          // would say the same, but sanitizer builds reserve terabytes of it).
+          rusage ru;
+          ::getrusage(RUSAGE_SELF, &ru);
+          return ru.ru_maxrss < 256 * 1024 ? 0 : 4;  // KiB
         }) == 0);
 }
 
