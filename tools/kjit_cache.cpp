@@ -21,6 +21,9 @@ using nlohmann::json;
 namespace kc = kjit::cache;
 using kjit::tools::format_age;
 using kjit::tools::format_bytes;
+// Labels, metadata, keys and paths come from entry files, which an imported archive or another
+// user may have written: the text output prints every one of them through printable().
+using kjit::tools::printable;
 
 // One entry with what its metadata says (when it reads back valid).
 struct Row {
@@ -94,13 +97,13 @@ int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
     return 0;
   }
   const bool other = !exists && std::filesystem::exists(cache.dir(), ec);
-  std::printf("cache dir   %s%s\n", cache.dir().c_str(),
+  std::printf("cache dir   %s%s\n", printable(cache.dir()).c_str(),
               exists  ? ""
               : other ? " (not a directory: the cache cannot use it)"
                       : " (does not exist yet)");
   std::printf("entries     %zu", all.size());
   for (const auto& [k, n] : kinds)
-    std::printf("%s%s %llu", k == kinds.begin()->first ? " (" : ", ", k.c_str(),
+    std::printf("%s%s %llu", k == kinds.begin()->first ? " (" : ", ", printable(k).c_str(),
                 static_cast<unsigned long long>(n));
   std::printf("%s\n", kinds.empty() ? "" : ")");
   std::printf("size        %s", format_bytes(bytes).c_str());
@@ -111,7 +114,7 @@ int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
   if (!archs.empty()) {
     std::printf("archs      ");
     for (const auto& [a, n] : archs)
-      std::printf(" %s: %llu", a.c_str(), static_cast<unsigned long long>(n));
+      std::printf(" %s: %llu", printable(a).c_str(), static_cast<unsigned long long>(n));
     std::printf("\n");
   }
   if (oldest)
@@ -145,9 +148,10 @@ int cmd_list(kc::DiskCache& cache, bool as_json, bool full_keys) {
               "LABEL");
   for (const Row& r : all) {
     std::string label = r.info.valid ? r.info.label : "INVALID: " + r.info.error;
-    std::printf("%-*s  %-6s  %-8s  %10s  %5s  %s\n", kw, r.info.key_hex.substr(0, kw).c_str(),
-                or_dash(r.kind).c_str(), or_dash(r.arch).c_str(), format_bytes(r.info.size).c_str(),
-                format_age(now - r.info.mtime).c_str(), label.c_str());
+    std::printf("%-*s  %-6s  %-8s  %10s  %5s  %s\n", kw,
+                printable(r.info.key_hex.substr(0, kw)).c_str(), printable(or_dash(r.kind)).c_str(),
+                printable(or_dash(r.arch)).c_str(), format_bytes(r.info.size).c_str(),
+                format_age(now - r.info.mtime).c_str(), printable(label).c_str());
   }
   std::printf("%zu entries\n", all.size());
   return 0;
@@ -167,10 +171,11 @@ int cmd_verify(kc::DiskCache& cache, bool as_json) {
                             .c_str());
   } else {
     for (const json& b : bad)
-      std::printf("BAD %s  %s: %s\n", b["key"].get<std::string>().c_str(),
-                  b["path"].get<std::string>().c_str(), b["error"].get<std::string>().c_str());
-    std::printf("%zu entries verified in %s: %zu ok, %zu bad\n", all.size(), cache.dir().c_str(),
-                all.size() - bad.size(), bad.size());
+      std::printf("BAD %s  %s: %s\n", printable(b["key"].get<std::string>()).c_str(),
+                  printable(b["path"].get<std::string>()).c_str(),
+                  printable(b["error"].get<std::string>()).c_str());
+    std::printf("%zu entries verified in %s: %zu ok, %zu bad\n", all.size(),
+                printable(cache.dir()).c_str(), all.size() - bad.size(), bad.size());
     if (!bad.empty())
       std::printf(
           "(bad entries are recompiled on next use; kjit-cache clear or prune removes "
@@ -181,8 +186,9 @@ int cmd_verify(kc::DiskCache& cache, bool as_json) {
 
 bool require_writable(kc::DiskCache& cache, const char* what) {
   if (cache.mode() == kc::Mode::ReadWrite) return true;
-  std::fprintf(stderr, "%s\n",
-               kjit::tools::not_writable_text(std::string("kjit-cache ") + what, cache).c_str());
+  std::fprintf(
+      stderr, "%s\n",
+      printable(kjit::tools::not_writable_text(std::string("kjit-cache ") + what, cache)).c_str());
   return false;
 }
 
@@ -234,14 +240,14 @@ int run(int argc, char** argv) {
       std::fprintf(stderr,
                    "kjit-cache prune: --max-size '%s' is not a size (bytes, or with a K, M, G "
                    "or T suffix)\n",
-                   max_size.c_str());
+                   printable(max_size).c_str());
       return 2;
     }
     if (!older_than.empty() && !(max_age = kjit::tools::parse_duration(older_than))) {
       std::fprintf(stderr,
                    "kjit-cache prune: --older-than '%s' is not a duration (a number with s, m, "
                    "h, d or w)\n",
-                   older_than.c_str());
+                   printable(older_than).c_str());
       return 2;
     }
   }
@@ -260,14 +266,15 @@ int run(int argc, char** argv) {
       const uint64_t n = cache.prune(target_bytes, max_age);
       const uint64_t after = cache.total_bytes();
       std::printf("pruned %llu entries from %s: %s -> %s\n", static_cast<unsigned long long>(n),
-                  cache.dir().c_str(), format_bytes(before).c_str(), format_bytes(after).c_str());
+                  printable(cache.dir()).c_str(), format_bytes(before).c_str(),
+                  format_bytes(after).c_str());
       return 0;
     }
     if (clear->parsed()) {
       if (!require_writable(cache, "clear")) return 1;
       const uint64_t n = cache.clear();
       std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n),
-                  cache.dir().c_str());
+                  printable(cache.dir()).c_str());
       return 0;
     }
     if (exp->parsed()) {
@@ -276,12 +283,12 @@ int run(int argc, char** argv) {
       struct stat st;
       if (::lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
         std::fprintf(stderr, "kjit-cache export: %s exists and is not a regular file\n",
-                     file.c_str());
+                     printable(file).c_str());
         return 2;
       }
       const uint64_t n = cache.export_to(file);
       std::printf("exported %llu entries from %s to %s\n", static_cast<unsigned long long>(n),
-                  cache.dir().c_str(), file.c_str());
+                  printable(cache.dir()).c_str(), printable(file).c_str());
       return 0;
     }
     if (imp->parsed()) {
@@ -290,7 +297,7 @@ int run(int argc, char** argv) {
       const uint64_t n = cache.import_from(file);
       const uint64_t skipped = cache.stats().oversized - oversized;
       std::printf("imported %llu entries from %s into %s", static_cast<unsigned long long>(n),
-                  file.c_str(), cache.dir().c_str());
+                  printable(file).c_str(), printable(cache.dir()).c_str());
       if (skipped)
         std::printf(" (%llu skipped: over half the size cap)",
                     static_cast<unsigned long long>(skipped));
@@ -298,7 +305,7 @@ int run(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kjit-cache: %s\n", e.what());
+    std::fprintf(stderr, "kjit-cache: %s\n", printable(e.what()).c_str());
     return 1;
   }
   return 2;

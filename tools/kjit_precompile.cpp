@@ -25,6 +25,7 @@
 namespace {
 
 using kjit::tools::EntryError;
+using kjit::tools::printable;  // every text line prints manifest, file and cache text through it
 using kjit::tools::ProblemEntry;
 using kjit::tools::Target;
 using nlohmann::json;
@@ -90,16 +91,16 @@ class Reporter {
     if (j.status == Status::Failed) {
       clear_bar();
       std::fprintf(stderr, "kjit-precompile: FAILED %s for %s (%s): %s\n",
-                   j.spec.instantiation().c_str(), j.target.arch.c_str(), j.entries[0].c_str(),
-                   j.error.c_str());
+                   printable(j.spec.instantiation()).c_str(), printable(j.target.arch).c_str(),
+                   printable(j.entries[0]).c_str(), printable(j.error).c_str());
     }
     if (json_) return;
     if (tty_) {
       draw_bar();
     } else if (!quiet_) {
       std::printf("[%*zu/%zu] %-8s %-8s %8.1f ms  %s\n", width(), finished_, total_,
-                  status_name(j.status), j.target.arch.c_str(), j.ms,
-                  j.spec.instantiation().c_str());
+                  status_name(j.status), printable(j.target.arch).c_str(), j.ms,
+                  printable(j.spec.instantiation()).c_str());
       std::fflush(stdout);
     }
   }
@@ -253,7 +254,7 @@ int run(int argc, char** argv) {
           manifest_archs.push_back(a);
     }
   } catch (const kjit::tools::ManifestError& e) {
-    std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
+    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
     return 2;
   }
   size_t bad_problem_args = 0;  // --problem values that did not parse (not in `entries`)
@@ -265,14 +266,18 @@ int run(int argc, char** argv) {
       failures.push_back({pe.name(), i, pe.source, e.field(), e.what()});
       ++bad_problem_args;
       continue;
+    } catch (const std::exception& e) {  // not expected: a bad value must fail this problem alone
+      failures.push_back({pe.name(), i, pe.source, "", e.what()});
+      ++bad_problem_args;
+      continue;
     }
     entries.push_back(std::move(pe));
   }
 
   auto report = [](const EntryFailure& f) {
-    std::fprintf(stderr, "kjit-precompile: error: %s%s%s: %s\n", f.entry.c_str(),
-                 f.field.empty() ? "" : ": field '", f.field.empty() ? "" : (f.field + "'").c_str(),
-                 f.message.c_str());
+    const std::string field = f.field.empty() ? "" : ": field '" + f.field + "'";
+    std::fprintf(stderr, "kjit-precompile: error: %s: %s\n", printable(f.entry + field).c_str(),
+                 printable(f.message).c_str());
   };
   size_t reported = 0;  // --problem values that did not parse are reported here
   for (; reported < failures.size(); ++reported) report(failures[reported]);
@@ -290,7 +295,7 @@ int run(int argc, char** argv) {
     }
     if (targets.empty()) targets.push_back(default_target(&target_note));
   } catch (const kjit::Error& e) {
-    std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
+    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
     return 2;
   }
 
@@ -341,7 +346,8 @@ int run(int argc, char** argv) {
   kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
   if (!dry_run && compiler.disk_cache().mode() != kjit::cache::Mode::ReadWrite) {
     std::fprintf(stderr, "%s\n",
-                 kjit::tools::not_writable_text("kjit-precompile", compiler.disk_cache()).c_str());
+                 printable(kjit::tools::not_writable_text("kjit-precompile", compiler.disk_cache()))
+                     .c_str());
     return 2;
   }
   std::string arch_list;
@@ -362,8 +368,8 @@ int run(int argc, char** argv) {
                        {"cached", have},
                        {"entries", j.entries}});
       } else {
-        std::printf("%-7s %-8s %s\n", have ? "cached" : "missing", j.target.arch.c_str(),
-                    j.spec.instantiation().c_str());
+        std::printf("%-7s %-8s %s\n", have ? "cached" : "missing", printable(j.target.arch).c_str(),
+                    printable(j.spec.instantiation()).c_str());
       }
     }
     if (json_out)
@@ -375,17 +381,18 @@ int run(int argc, char** argv) {
                               .c_str());
     else
       std::printf("%zu kernels for %s: %zu cached, %zu missing (dry run, %s)\n", jobs.size(),
-                  arch_list.c_str(), present, jobs.size() - present,
-                  compiler.disk_cache().dir().c_str());
+                  printable(arch_list).c_str(), present, jobs.size() - present,
+                  printable(compiler.disk_cache().dir()).c_str());
     return failures.empty() ? 0 : 1;
   }
 
   // ---- compile ----
   if (!json_out && !quiet)
     std::printf("kjit-precompile: %zu problem(s), %zu kernel(s) for %s%s%s%s into %s (-j%u)\n",
-                entries.size(), jobs.size(), arch_list.c_str(), target_note.empty() ? "" : " (",
-                target_note.c_str(), target_note.empty() ? "" : ")",
-                compiler.disk_cache().dir().c_str(), jobs_n);
+                entries.size(), jobs.size(), printable(arch_list).c_str(),
+                target_note.empty() ? "" : " (", printable(target_note).c_str(),
+                target_note.empty() ? "" : ")", printable(compiler.disk_cache().dir()).c_str(),
+                jobs_n);
   std::fflush(stdout);
   const auto t0 = Clock::now();
   Reporter reporter(jobs.size(), json_out, quiet);
@@ -470,7 +477,7 @@ int main(int argc, char** argv) {
   try {
     return kjit::tools::finish_output("kjit-precompile", run(argc, argv));
   } catch (const std::exception& e) {  // not expected: entry and compile errors are handled
-    std::fprintf(stderr, "kjit-precompile: %s\n", e.what());
+    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
     return 2;
   }
 }

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -50,14 +53,14 @@ class Fields {
   std::string string(const std::string& name, const std::string& fallback) {
     if (!j_.contains(name)) return fallback;
     const json& v = j_.at(name);
-    if (!v.is_string()) throw EntryError(name, "must be a string, got " + v.dump());
+    if (!v.is_string()) throw EntryError(name, "must be a string, got " + shown(v));
     return v.get<std::string>();
   }
 
   bool boolean(const std::string& name, bool fallback) {
     if (!j_.contains(name)) return fallback;
     const json& v = j_.at(name);
-    if (!v.is_boolean()) throw EntryError(name, "must be true or false, got " + v.dump());
+    if (!v.is_boolean()) throw EntryError(name, "must be true or false, got " + shown(v));
     return v.get<bool>();
   }
 
@@ -65,17 +68,23 @@ class Fields {
 
   std::vector<int64_t> integers(const std::string& name) {
     const json& v = require(name);
-    if (!v.is_array()) throw EntryError(name, "must be an array of integers, got " + v.dump());
+    if (!v.is_array()) throw EntryError(name, "must be an array of integers, got " + shown(v));
     std::vector<int64_t> out;
     for (const json& e : v) out.push_back(as_integer(name, e));
     return out;
   }
 
  private:
+  // An integer that fits int64_t. One past it (2^64-1, 1e20) is out of range rather than "not an
+  // integer"; 2.5, 4.0 and "8" are not integers (4.0 is read as a float, which could hide 30.9).
   static int64_t as_integer(const std::string& name, const json& v) {
-    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
-      return v.get<int64_t>();
-    throw EntryError(name, "must be an integer, got " + v.dump());
+    const bool too_big = v.is_number_unsigned() ? v.get<uint64_t>() > INT64_MAX
+                         : v.is_number_float()  ? std::fabs(v.get<double>()) >= 0x1p63
+                                                : false;
+    if (too_big)
+      throw EntryError(name, shown(v) + " is out of range (an integer here is at most 2^63-1)");
+    if (v.is_number_integer()) return v.get<int64_t>();
+    throw EntryError(name, "must be an integer, got " + shown(v));
   }
 
   const json& j_;
@@ -260,6 +269,91 @@ const char* const kDefaultManifest = R"({
   ]
 })";
 
+// The first value in `v` that parse_json marked (a number out of range, an object with a key
+// given twice), depth first.
+std::optional<std::string> find_mark(const json& v) {
+  if (auto m = json_mark(v)) return m;
+  if (v.is_structured())
+    for (const json& e : v)
+      if (auto m = find_mark(e)) return m;
+  return std::nullopt;
+}
+
+// A problem holding a marked value fails alone, naming the field that holds it.
+void throw_marked(const json& problem) {
+  if (auto m = json_mark(problem)) throw EntryError("", *m);
+  if (!problem.is_object()) return;
+  for (auto it = problem.begin(); it != problem.end(); ++it)
+    if (auto m = find_mark(it.value())) throw EntryError(it.key(), *m);
+}
+
+// A short-form token that looks like a shape (digits and signs around x's: "8x256x24x24") as its
+// dims, else nullopt. A dim that is no 64-bit integer is an error naming it, rather than "not a
+// dtype, a layout..."; a negative one passes, for the op to report as it does in JSON shapes.
+std::optional<json> short_dims(const std::string& token) {
+  if (token.find_first_of("xX") == std::string::npos ||
+      token.find_first_of("0123456789") == std::string::npos ||
+      token.find_first_not_of("0123456789xX+-.eE") != std::string::npos)
+    return std::nullopt;
+  json dims = json::array();
+  for (size_t pos = 0;;) {
+    const size_t x = token.find_first_of("xX", pos);
+    const std::string part = token.substr(pos, x == std::string::npos ? x : x - pos);
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec == std::errc::result_out_of_range)
+      throw EntryError("shape",
+                       "dimension " + part + " of " + token + " is out of range (at most 2^63-1)");
+    if (ec != std::errc() || end != part.data() + part.size())
+      throw EntryError("shape", "dimension '" + part + "' of " + token + " is not an integer");
+    dims.push_back(v);
+    if (x == std::string::npos) return dims;
+    pos = x + 1;
+  }
+}
+
+// A short-form value: true/false, a shape, a number as JSON reads it (so that 1e400 or 2.5 meet
+// the field's own check as the numbers they are), else the text as a string.
+json short_value(const std::string& val) {
+  const std::string lv = lower(val);
+  if (lv == "true" || lv == "false") return lv == "true";
+  if (auto dims = short_dims(val)) return *dims;
+  int64_t i = 0;
+  const auto [end, ec] = std::from_chars(val.data(), val.data() + val.size(), i);
+  if (!val.empty() && ec == std::errc() && end == val.data() + val.size()) return i;  // also 007
+  if (!val.empty() && val.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+    try {
+      json n = parse_json(val, BadValues::Mark);
+      if (n.is_number() || json_mark(n)) return n;
+    } catch (const JsonError&) {  // "1.2.3": the string, which the field reports as ill-typed
+    }
+  }
+  return val;
+}
+
+// One short-form token (after the op name) as the field it sets and its value.
+std::pair<std::string, json> short_field(const std::string& t) {
+  const std::string lt = lower(t);
+  if (const size_t eq = t.find('='); eq != std::string::npos) {
+    std::string key = t.substr(0, eq);
+    if (key.empty()) throw EntryError("", "token '" + t + "' has no key before '='");
+    if (key == "g" || key == "G") key = "groups";
+    return {key, short_value(t.substr(eq + 1))};
+  }
+  if (auto dims = short_dims(t)) return {"shape", *dims};
+  if (lt == "nchw" || lt == "nhwc") return {"layout", lt};
+  if (lt == "silu" || lt == "none") return {"activation", lt};
+  if (lt == "affine" || lt == "noaffine" || lt == "no-affine") return {"affine", lt == "affine"};
+  try {
+    return {"dtype", dtype_name(parse_dtype(lt))};
+  } catch (const Error&) {
+    throw EntryError("", "token '" + t +
+                             "' is not a dtype (f32, f16, bf16), a layout (nchw, nhwc), a shape "
+                             "(8x256x24x24), an activation (silu, none), affine, noaffine, or "
+                             "key=value");
+  }
+}
+
 }  // namespace
 
 std::string ProblemEntry::name() const {
@@ -276,10 +370,11 @@ const std::map<std::string, OpFn>& op_registry() {
 }
 
 OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
-  if (!problem.is_object()) throw EntryError("", "must be a JSON object, got " + problem.dump());
+  throw_marked(problem);
+  if (!problem.is_object()) throw EntryError("", "must be a JSON object, got " + shown(problem));
   if (!problem.contains("op")) throw EntryError("op", "missing (the op's name, e.g. group_norm)");
   const json& op = problem.at("op");
-  if (!op.is_string()) throw EntryError("op", "must be a string, got " + op.dump());
+  if (!op.is_string()) throw EntryError("op", "must be a string, got " + shown(op));
   const auto& ops = op_registry();
   auto it = ops.find(op.get<std::string>());
   if (it == ops.end()) {
@@ -293,10 +388,11 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
 Manifest parse_manifest(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = parse_json(text);
+    j = parse_json(text, BadValues::Mark);  // a bad number fails its problem, not the file
   } catch (const JsonError& e) {
     throw ManifestError(source + ": " + e.what());
   }
+  if (auto mark = json_mark(j)) throw ManifestError(source + ": " + *mark);
   Manifest m;
   const json* problems = &j;
   if (j.is_object()) {
@@ -310,6 +406,7 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
       const json& a = j.at("archs");
       if (!a.is_array()) throw ManifestError(source + ": \"archs\" must be an array of strings");
       for (const json& s : a) {
+        if (auto mark = json_mark(s)) throw ManifestError(source + ": \"archs\": " + *mark);
         if (!s.is_string()) throw ManifestError(source + ": \"archs\" must be an array of strings");
         m.archs.push_back(s.get<std::string>());
       }
@@ -345,7 +442,7 @@ json parse_problem_arg(const std::string& text) {
   size_t first = text.find_first_not_of(" \t\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
-      return parse_json(text);
+      return parse_json(text, BadValues::Mark);  // marked values fail in problem_specs
     } catch (const JsonError& e) {
       throw EntryError("", e.what());
     }
@@ -356,67 +453,11 @@ json parse_problem_arg(const std::string& text) {
   if (tokens.empty()) throw EntryError("op", "empty problem");
   json j;
   j["op"] = tokens[0];
-  auto set = [&](const std::string& key, json value, const std::string& token) {
-    if (j.contains(key))
-      throw EntryError(key, "given twice (token '" + token + "', had " + j[key].dump() + ")");
-    j[key] = std::move(value);
-  };
-  auto is_int = [](const std::string& s) {
-    size_t i = (!s.empty() && s[0] == '-') ? 1 : 0;
-    return i < s.size() && s.size() - i <= 18 &&
-           std::all_of(s.begin() + static_cast<std::ptrdiff_t>(i), s.end(),
-                       [](char c) { return c >= '0' && c <= '9'; });
-  };
-  auto dims = [&](const std::string& s, json* out) {  // "8x256x24x24"
-    std::vector<int64_t> v;
-    size_t pos = 0;
-    while (pos <= s.size()) {
-      size_t x = s.find_first_of("xX", pos);
-      std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-      if (!is_int(part) || part[0] == '-') return false;
-      v.push_back(std::stoll(part));
-      if (x == std::string::npos) break;
-      pos = x + 1;
-    }
-    *out = v;
-    return v.size() >= 2;
-  };
   for (size_t i = 1; i < tokens.size(); ++i) {
-    const std::string& t = tokens[i];
-    const std::string lt = lower(t);
-    json shape;
-    if (size_t eq = t.find('='); eq != std::string::npos) {
-      std::string key = t.substr(0, eq), val = t.substr(eq + 1);
-      if (key.empty()) throw EntryError("", "token '" + t + "' has no key before '='");
-      if (key == "g" || key == "G") key = "groups";
-      json v;
-      if (is_int(val))
-        v = std::stoll(val);
-      else if (lower(val) == "true" || lower(val) == "false")
-        v = lower(val) == "true";
-      else if (json d; dims(val, &d))
-        v = d;
-      else
-        v = val;
-      set(key, v, t);
-    } else if (dims(t, &shape)) {
-      set("shape", shape, t);
-    } else if (lt == "nchw" || lt == "nhwc") {
-      set("layout", lt, t);
-    } else if (lt == "silu" || lt == "none") {
-      set("activation", lt, t);
-    } else if (lt == "affine" || lt == "noaffine" || lt == "no-affine") {
-      set("affine", lt == "affine", t);
-    } else {
-      try {
-        set("dtype", dtype_name(parse_dtype(lt)), t);
-      } catch (const Error&) {
-        throw EntryError("", "token '" + t +
-                                 "' is not a dtype (f32, f16, bf16), a layout (nchw, nhwc), a "
-                                 "shape (8x256x24x24), an activation (silu, none), affine, "
-                                 "noaffine, or key=value");
-      }
-    }
+    auto [key, value] = short_field(tokens[i]);
+    if (j.contains(key))
+      throw EntryError(key, "given twice (token '" + tokens[i] + "', had " + shown(j[key]) + ")");
+    j[key] = std::move(value);
   }
   return j;
 }

@@ -1,7 +1,10 @@
 #include "tool_util.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -97,21 +100,75 @@ const char* mode_name(cache::Mode m) {
   return "?";
 }
 
-nlohmann::json parse_json(const std::string& text) {
+namespace {
+
+// Marked values are strings with this prefix. It starts with a NUL, which no manifest holds (a
+// file with one is refused) and only a "\u0000" escape could spell: such a string gets the mark's
+// message, a harmless error, where it would have failed as a bad value anyway.
+constexpr std::string_view kMark{"\0kjit-bad-value:", 16};
+
+nlohmann::json make_mark(const std::string& message) {
+  return std::string(kMark) + message;
+}
+
+// `text` with every number that no double holds (1e400, a 400-digit integer) replaced by a marked
+// string: nlohmann stops the whole parse at such a number, and no parser callback sees it first.
+// Numbers are the runs of [-0-9.eE+] outside strings; invalid JSON stays invalid (a syntax error
+// after such a number is then reported at a column shifted by the replacement's length).
+std::string mark_huge_numbers(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string || c == '"') {
+      const bool escaped = in_string && c == '\\' && i + 1 < text.size();
+      out.append(text, i, escaped ? 2 : 1);
+      if (c == '"' || !in_string) in_string = !in_string;
+      i += escaped ? 2 : 1;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      const size_t end = std::min(text.find_first_not_of("0123456789+-.eE", i), text.size());
+      const std::string number = text.substr(i, end - i);
+      if (std::isfinite(std::strtod(number.c_str(), nullptr)))
+        out += number;
+      else
+        out += make_mark(number + " is out of range (a number must be within +-1.8e308)").dump();
+      i = end;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+// Parses with the depth bound and the duplicate-key check; a number out of range throws
+// nlohmann's out_of_range (406).
+nlohmann::json parse_checked(const std::string& text, BadValues bad) {
   constexpr int kMaxDepth = 64;
   struct TooDeep {};
   struct Duplicate {
     std::string key;
   };
-  std::vector<std::set<std::string>> keys;  // the keys seen in each open object
+  struct Open {
+    std::set<std::string> keys;
+    std::string duplicate;  // the first key given twice (BadValues::Mark)
+  };
+  std::vector<Open> open;  // the objects being read, innermost last
   using E = nlohmann::json::parse_event_t;
   try {
     return nlohmann::json::parse(text, [&](int depth, E ev, nlohmann::json& v) {
       if (depth > kMaxDepth) throw TooDeep{};
-      if (ev == E::object_start) keys.emplace_back();
-      if (ev == E::object_end) keys.pop_back();
-      if (ev == E::key && !keys.back().insert(v.get<std::string>()).second)
-        throw Duplicate{v.get<std::string>()};
+      if (ev == E::object_start) open.emplace_back();
+      if (ev == E::key && !open.back().keys.insert(v.get<std::string>()).second) {
+        if (bad == BadValues::Throw) throw Duplicate{v.get<std::string>()};
+        if (open.back().duplicate.empty()) open.back().duplicate = v.get<std::string>();
+      }
+      if (ev == E::object_end) {
+        if (!open.back().duplicate.empty())
+          v = make_mark("key '" + open.back().duplicate + "' appears twice in one object");
+        open.pop_back();
+      }
       return true;
     });
   } catch (const Duplicate& d) {
@@ -121,6 +178,95 @@ nlohmann::json parse_json(const std::string& text) {
   } catch (const TooDeep&) {
     throw JsonError("JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
+}
+
+}  // namespace
+
+nlohmann::json parse_json(const std::string& text, BadValues bad) {
+  try {
+    return parse_checked(text, bad);
+  } catch (const nlohmann::json::out_of_range& e) {
+    if (bad == BadValues::Throw || e.id != 406)
+      throw JsonError(std::string("a number out of range: ") + e.what());
+  }
+  try {  // only texts with such a number pay for the second pass
+    return parse_checked(mark_huge_numbers(text), bad);
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw JsonError(std::string("a number out of range: ") + e.what());
+  }
+}
+
+std::optional<std::string> json_mark(const nlohmann::json& v) {
+  if (!v.is_string()) return std::nullopt;
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s.compare(0, kMark.size(), kMark) != 0) return std::nullopt;
+  return s.substr(kMark.size());
+}
+
+std::string shown(const nlohmann::json& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at the start of `s` (1 to 4), or 0: a stray continuation
+// byte, a truncated sequence, an overlong form, a surrogate or a code point past U+10FFFF.
+// *cp is its code point.
+size_t utf8_length(std::string_view s, uint32_t* cp) {
+  const auto b = static_cast<unsigned char>(s[0]);
+  size_t n = 0;  // from the lead byte: 0xxxxxxx, 110xxxxx, 1110xxxx, 11110xxx
+  if (b < 0x80)
+    n = 1;
+  else if ((b >> 5) == 0x6)
+    n = 2;
+  else if ((b >> 4) == 0xE)
+    n = 3;
+  else if ((b >> 3) == 0x1E)
+    n = 4;
+  if (n == 0 || n > s.size()) return 0;
+  *cp = n == 1 ? b : b & (0x7F >> n);
+  for (size_t i = 1; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80) return 0;
+    *cp = (*cp << 6) | (c & 0x3F);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (*cp < kMin[n] || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+void append_hex(std::string* out, std::string_view bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  for (const char ch : bytes) {
+    const auto b = static_cast<unsigned char>(ch);
+    *out += "\\x";
+    *out += kHex[b >> 4];
+    *out += kHex[b & 0xF];
+  }
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t n = utf8_length(text.substr(i), &cp);
+    if (n == 0) {
+      append_hex(&out, text.substr(i, 1));  // one bad byte; what follows may still be valid
+      i += 1;
+      continue;
+    }
+    if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F))  // C0, DEL, C1
+      append_hex(&out, text.substr(i, n));
+    else if (cp == '\\')
+      out += "\\\\";
+    else
+      out.append(text, i, n);
+    i += n;
+  }
+  return out;
 }
 
 std::string read_text(std::istream& in, const std::string& name) {

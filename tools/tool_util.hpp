@@ -35,12 +35,32 @@ const char* mode_name(cache::Mode m);
 
 // A tool's JSON input, parsed. Nesting is bounded: nlohmann parses deep nesting fine but copies
 // and destroys it recursively, and a file nested 200 000 levels deep overflowed the stack. No
-// input of the tools needs more than a few levels. JsonError says "not valid JSON: ..." or
-// "JSON nested deeper than 64 levels".
+// input of the tools needs more than a few levels. JsonError says "not valid JSON: ...", "JSON
+// nested deeper than 64 levels", or names a number out of range or a key given twice.
+//
+// With BadValues::Mark, those last two do not fail the whole text: a number no double holds
+// (1e400) becomes a marked value, and so does an object holding a key twice; json_mark() gives
+// their message. A manifest reader then fails only the problem that holds one, as it does for any
+// other bad field, instead of refusing every problem of the file.
 struct JsonError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-nlohmann::json parse_json(const std::string& text);
+enum class BadValues { Throw, Mark };
+nlohmann::json parse_json(const std::string& text, BadValues bad = BadValues::Throw);
+// The message of a value that parse_json(..., Mark) marked; nullopt for any other value.
+std::optional<std::string> json_mark(const nlohmann::json& v);
+
+// `v` as JSON text for a message. Strings from the short problem form and file names are bytes,
+// not always UTF-8: invalid sequences become U+FFFD instead of nlohmann throwing mid-message.
+std::string shown(const nlohmann::json& v);
+
+// Text for a terminal. Labels, metadata, file names and manifest text are bytes from outside: an
+// escape sequence or a newline in them would repaint the screen or forge an output line. C0
+// controls (newline, tab and ESC included), DEL, C1 controls and bytes that are not valid UTF-8
+// become \xNN, and a backslash becomes \\ so that a real "\x1b" stays distinguishable; valid
+// UTF-8 text passes unchanged. Every text (non-JSON) output of the tools prints outside bytes
+// through it; JSON output is escaped by json_text instead.
+std::string printable(std::string_view text);
 
 // The whole file at `path` (or stream `in`, called `name` in messages) as text. Errc::Io naming
 // it when it is a directory, cannot be read, holds a NUL byte or is longer than kMaxTextBytes.

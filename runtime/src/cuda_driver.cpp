@@ -9,9 +9,6 @@
 namespace kjit::detail {
 namespace {
 
-using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                      CUdriverProcAddressQueryResult*);
-
 struct LoadResult {
   Driver drv;
   bool ok = false;
@@ -19,24 +16,6 @@ struct LoadResult {
   std::string why;
   GetProcAddressFn gpa = nullptr;
 };
-
-bool resolve_all(GetProcAddressFn gpa, Driver* d, std::string* why) {
-#define KJIT_DRIVER_RESOLVE(name)                                                         \
-  {                                                                                       \
-    void* p = nullptr;                                                                    \
-    CUdriverProcAddressQueryResult st{};                                                  \
-    if (gpa(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || \
-        p == nullptr) {                                                                   \
-      *why = std::string("the CUDA driver has no entry point ") + #name +                 \
-             " (driver too old for kjit, which needs CUDA 12.0 or newer)";                \
-      return false;                                                                       \
-    }                                                                                     \
-    d->name##_fn = reinterpret_cast<decltype(d->name##_fn)>(p);                           \
-  }
-  KJIT_DRIVER_FUNCTIONS(KJIT_DRIVER_RESOLVE)
-#undef KJIT_DRIVER_RESOLVE
-  return true;
-}
 
 LoadResult load() {
   LoadResult r;
@@ -53,7 +32,7 @@ LoadResult load() {
     return r;
   }
   r.gpa = gpa;
-  if (!resolve_all(gpa, &r.drv, &r.why)) return r;
+  if (!resolve_driver(gpa, &r.drv, &r.why)) return r;
   CUresult st = r.drv.cuInit_fn(0);
   if (st != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -68,7 +47,7 @@ LoadResult load() {
     r.why = "CUDA driver found but cuDriverGetVersion failed (CUresult " + std::to_string(st) + ")";
     return r;
   }
-  if (r.drv.version < 12000) {
+  if (r.drv.version < kMinDriverVersion) {
     r.why = "CUDA driver version " + std::to_string(r.drv.version) + " is older than 12.0";
     return r;
   }
@@ -83,18 +62,38 @@ const LoadResult& loaded() {
 
 }  // namespace
 
+bool resolve_driver(GetProcAddressFn gpa, Driver* d, std::string* why) {
+#define KJIT_DRIVER_RESOLVE(name, version)                                                 \
+  {                                                                                        \
+    void* p = nullptr;                                                                     \
+    CUdriverProcAddressQueryResult st{};                                                   \
+    if (gpa(#name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) { \
+      *why = std::string("the CUDA driver has no entry point ") + #name + " (CUDA " +      \
+             std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10) +  \
+             " ABI; kjit needs a CUDA 12.0 or newer driver)";                              \
+      return false;                                                                        \
+    }                                                                                      \
+    d->name##_fn = reinterpret_cast<PFN_##name##_v##version>(p);                           \
+  }
+  KJIT_DRIVER_FUNCTIONS(KJIT_DRIVER_RESOLVE)
+#undef KJIT_DRIVER_RESOLVE
+  return true;
+}
+
 const Driver& driver() {
   const LoadResult& r = loaded();
   if (!r.ok) throw Error(r.code, r.why);
   return r.drv;
 }
 
-void* driver_proc(const char* name) {
+void* driver_proc(const char* name, int cuda_version) {
   driver();  // throws when there is no usable driver
   void* p = nullptr;
   CUdriverProcAddressQueryResult st{};
-  if (loaded().gpa(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p)
-    throw Error(Errc::NotFound, std::string("the CUDA driver has no entry point ") + name);
+  const CUresult r = loaded().gpa(name, &p, cuda_version, CU_GET_PROC_ADDRESS_DEFAULT, &st);
+  if (r != CUDA_SUCCESS || !p)
+    throw Error(Errc::NotFound, std::string("the CUDA driver has no entry point ") + name +
+                                    " at CUDA version " + std::to_string(cuda_version));
   return p;
 }
 
@@ -129,7 +128,7 @@ bool capturing(CUcontext ctx, CUstream stream) {
 ContextGuard::ContextGuard(CUcontext ctx) {
   const Driver& d = driver();
   CUcontext cur = nullptr;
-  d.cuCtxGetCurrent_fn(&cur);
+  check_cu(d.cuCtxGetCurrent_fn(&cur), "cuCtxGetCurrent");
   if (cur != ctx) {
     check_cu(d.cuCtxPushCurrent_fn(ctx), "cuCtxPushCurrent");
     pushed_ = true;

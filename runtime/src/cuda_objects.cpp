@@ -152,13 +152,9 @@ std::vector<std::string> Graph::kernel_names() const {
 std::vector<std::string> graph_kernel_names(Runtime& rt, CUgraph graph) {
   // Looked up here rather than in the driver table: cuFuncGetName is CUDA 12.3+, and kjit runs
   // on 12.0 drivers.
-  using GetType = decltype(&cuGraphNodeGetType);
-  using GetParams = decltype(&cuGraphKernelNodeGetParams);
-  using GetName = decltype(&cuFuncGetName);
-  const auto get_type = reinterpret_cast<GetType>(detail::driver_proc("cuGraphNodeGetType"));
-  const auto get_params =
-      reinterpret_cast<GetParams>(detail::driver_proc("cuGraphKernelNodeGetParams"));
-  const auto get_name = reinterpret_cast<GetName>(detail::driver_proc("cuFuncGetName"));
+  const auto get_type = KJIT_DRIVER_PROC(cuGraphNodeGetType, 10000);
+  const auto get_params = KJIT_DRIVER_PROC(cuGraphKernelNodeGetParams, 12000);
+  const auto get_name = KJIT_DRIVER_PROC(cuFuncGetName, 12030);
   ContextGuard g(rt.context());
   size_t n = 0;
   KJIT_CU(cuGraphGetNodes, graph, nullptr, &n);
@@ -186,7 +182,11 @@ void synchronize(Runtime& rt) {
 }
 
 void* driver_proc(const char* name) {
-  return detail::driver_proc(name);
+  return detail::driver_proc(name, CUDA_VERSION);
+}
+
+void* driver_proc(const char* name, int cuda_version) {
+  return detail::driver_proc(name, cuda_version);
 }
 
 }  // namespace kjit

@@ -54,10 +54,9 @@ DeviceProps query_props(int ordinal, CUdevice dev) {
 // than the device has, and the driver refuses cooperative grids sized for all of them. Drivers
 // or setups without the query (not MPS) mean no limit.
 int context_sm_count(int device_sms) {
-  using GetExecAffinity = CUresult (*)(CUexecAffinityParam*, CUexecAffinityType);
-  GetExecAffinity get = nullptr;
+  PFN_cuCtxGetExecAffinity_v11040 get = nullptr;
   try {
-    get = reinterpret_cast<GetExecAffinity>(detail::driver_proc("cuCtxGetExecAffinity"));
+    get = KJIT_DRIVER_PROC(cuCtxGetExecAffinity, 11040);
   } catch (const Error&) {
     return device_sms;
   }

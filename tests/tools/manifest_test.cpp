@@ -402,3 +402,103 @@ TEST_CASE("targets, sizes and durations") {
   CHECK(format_age(45) == "45s");
   CHECK(format_age(3 * 86400) == "3d");
 }
+
+// The error a problem of manifest text `problem` gives: "<field>: <message>", "<none>" when it
+// passes. parse_manifest must not throw for it: a bad value fails its problem, not the file.
+std::string manifest_problem_error(const std::string& problem) {
+  const Manifest m = parse_manifest(R"({"problems": [)" + problem + "]}", "m.json");
+  REQUIRE(m.problems.size() == 1);
+  try {
+    problem_specs(m.problems[0].problem, OpContext{});
+  } catch (const EntryError& e) {
+    return e.field() + ": " + e.what();
+  }
+  return "<none>";
+}
+
+TEST_CASE("every bad value in a manifest fails its own problem, naming the value and the rule") {
+  const std::string gn = R"("op": "group_norm", "shape": [2, 64, 8, 8])";
+  const std::string lgm = R"("op": "linear_gn_min", "K": 64, "N": 256, "groups": 16)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Numbers no double holds: nlohmann refused the whole text for them.
+      {"{" + gn + R"(, "groups": 1e400})", "groups: 1e400 is out of range"},
+      {"{" + gn + R"(, "groups": -1e400})", "groups: -1e400 is out of range"},
+      {"{" + gn + R"(, "groups": 8, "affine": 1E+999})", "affine: 1E+999 is out of range"},
+      {"{" + gn + ", \"groups\": " + std::string(400, '9') + "}", "groups: 999"},
+      {"{" + lgm + R"(, "M": [1e400]})", "M: 1e400 is out of range"},
+      {"1e400", ": 1e400 is out of range"},
+      // Integers past int64_t, and non-integers, where an integer is needed.
+      {"{" + gn + R"(, "groups": 18446744073709551615})",
+       "groups: 18446744073709551615 is out of range (an integer here is at most 2^63-1)"},
+      {"{" + gn + R"(, "groups": 1e20})", "groups: 1e+20 is out of range"},
+      {"{" + gn + R"(, "groups": 8.5})", "groups: must be an integer, got 8.5"},
+      {"{" + gn + R"(, "groups": 8.0})", "groups: must be an integer, got 8.0"},
+      {"{" + gn + R"(, "groups": 1e-400})", "groups: must be an integer, got 0.0"},
+      {"{" + lgm + R"(, "M": "64"})", "M: must be an integer, got \"64\""},
+      {"{" + lgm + R"(, "M": null})", "M: must be an integer, got null"},
+      {"{" + lgm + R"(, "M": true})", "M: must be an integer, got true"},
+      // Negative values.
+      {"{" + gn + R"(, "groups": -8})", "groups: must be > 0, got -8"},
+      {R"({"op": "group_norm", "shape": [2, -64, 8, 8], "groups": 8})", "shape[1] = -64"},
+      {"{" + lgm + R"(, "M": -9223372036854775808})", "M: must be >= 1"},
+      // Wrong JSON types, and a key given twice (also a whole-file error before).
+      {"{" + gn + R"(, "groups": {"n": 8}})", "groups: must be an integer, got {\"n\":8}"},
+      {"{" + gn + R"(, "groups": 8, "layout": ["nchw"]})", "layout: must be a string"},
+      {"{" + gn + R"(, "groups": 8, "groups": 4})", ": key 'groups' appears twice"},
+      {"{" + gn + R"(, "groups": 8, "dtype": {"a": 1, "a": 2}})",
+       "dtype: key 'a' appears twice in one object"},
+      {R"("group_norm")", ": must be a JSON object"},
+  };
+  for (const auto& [problem, error] : cases) {
+    CAPTURE(problem);
+    std::string got;
+    REQUIRE_NOTHROW(got = manifest_problem_error(problem));
+    CHECK_MESSAGE(got.find(error) != std::string::npos, got);
+  }
+  // A file-level value that is out of range is still a file error, and names the file.
+  CHECK_THROWS_WITH_AS(parse_manifest(R"({"problems": [], "archs": [1e400]})", "x.json"),
+                       doctest::Contains("x.json: \"archs\": 1e400 is out of range"),
+                       ManifestError);
+  CHECK_THROWS_WITH_AS(parse_manifest(R"({"problems": [], "problems": []})", "x.json"),
+                       doctest::Contains("x.json: key 'problems' appears twice"), ManifestError);
+  // NaN and Infinity are not JSON: the file does not parse (a --problem fails alone).
+  CHECK_THROWS_WITH_AS(parse_manifest(R"([{"groups": NaN}])", "x.json"),
+                       doctest::Contains("not valid JSON"), ManifestError);
+  // Strict parsing (kjit-bench's shape files) reports an out-of-range number as a JsonError.
+  CHECK_THROWS_WITH_AS(parse_json("[1e400]"), doctest::Contains("out of range"), JsonError);
+  // Only marked values are marks: a number-like string is a string.
+  CHECK_FALSE(json_mark(parse_json(R"("1e400")", BadValues::Mark)));
+  CHECK(parse_json(R"({"a": "1e400", "b": 1e400})", BadValues::Mark)["a"] == "1e400");
+}
+
+TEST_CASE("--problem short form: numbers as JSON reads them, bad values fail the problem") {
+  auto error_of = [](const std::string& arg) {
+    try {
+      problem_specs(parse_problem_arg(arg), OpContext{});
+    } catch (const EntryError& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("<none>");
+  };
+  CHECK(error_of("group_norm 2x64x8x8 g=8") == "<none>");
+  CHECK(error_of("group_norm 2x64x8x8 g=1e400").find("groups: 1e400 is out of range") == 0);
+  CHECK(error_of("group_norm 2x64x8x8 g=99999999999999999999").find("groups: 1e+20 is out") == 0);
+  CHECK(error_of("group_norm 2x64x8x8 g=9223372036854775808").find("is out of range") !=
+        std::string::npos);
+  CHECK(error_of("group_norm 2x64x8x8 g=2.5") == "groups: must be an integer, got 2.5");
+  CHECK(error_of("group_norm 2x64x8x8 g=nan") == "groups: must be an integer, got \"nan\"");
+  CHECK(error_of("group_norm 2x-64x8x8 g=8").find("shape[1] = -64 is negative") !=
+        std::string::npos);
+  CHECK(error_of("group_norm 2x99999999999999999999 g=8") ==
+        "shape: dimension 99999999999999999999 of 2x99999999999999999999 is out of range (at "
+        "most 2^63-1)");
+  CHECK(error_of("group_norm 2x6.4 g=8") == "shape: dimension '6.4' of 2x6.4 is not an integer");
+  CHECK(error_of("group_norm 2x64x8x8 g=8 shape=2x64") ==
+        "shape: given twice (token "
+        "'shape=2x64', had [2,64,8,8])");
+  // Bytes that are not UTF-8 are named, not turned into nlohmann's type_error.
+  CHECK(error_of("group_norm 2x64x8x8 g=8 layout=\xff layout=x").find("layout: given twice") == 0);
+  CHECK(error_of("group_norm 2x64x8x8 g=\xff").find("groups: must be an integer, got \"") == 0);
+  CHECK(error_of(R"({"op": "group_norm", "shape": [2, 64, 8, 8], "groups": 1e400})")
+            .find("groups: 1e400 is out of range") == 0);
+}

@@ -353,3 +353,45 @@ TEST_CASE("a kernel names each manifest entry that needs it once") {
     CHECK(names.size() == 2u);  // a.json[0] and b.json[0]
   }
 }
+
+// Issue item 8: 1e400 made nlohmann throw out of the parser, which ended the whole run with
+// exit 2 (and, from a manifest, without the file's name); every other bad value failed alone.
+TEST_CASE("a number out of range fails its own problem; the others still compile") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  const std::string good = " -p 'group_norm f32 nchw 2x64x8x8 g=8'";
+  for (const std::string bad :
+       {R"('{"op": "group_norm", "shape": [2, 64, 8, 8], "groups": 1e400}')",
+        "'group_norm f32 nchw 2x64x8x8 g=1e400'"}) {
+    CAPTURE(bad);
+    auto r = run_tool("kjit-precompile",
+                      "-a sm_90 --json --cache-dir " + cache + " -p " + bad + good, dir.path);
+    INFO(r.err);
+    REQUIRE(r.rc == 1);
+    const json s = r.json();
+    CHECK(s["compiled"].get<int>() + s["cached"].get<int>() == 1);  // the good problem
+    CHECK(s["bad_entries"] == 1);
+    REQUIRE(s["errors"].size() == 1);
+    CHECK(s["errors"][0]["entry"] == "--problem[0]");
+    CHECK(s["errors"][0]["field"] == "groups");
+    CHECK(r.err.find("--problem[0]: field 'groups': 1e400 is out of range") != std::string::npos);
+  }
+}
+
+TEST_CASE("a bad problem in a manifest file is named with the file and its index") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  const std::string manifest = dir.path + "/m.json";
+  kjit_test::write_text(manifest, R"({"problems": [
+      {"op": "group_norm", "shape": [2, 64, 8, 8], "groups": 8},
+      {"op": "group_norm", "shape": [2, 64, 8, 8], "groups": 1e400},
+      {"op": "linear_gn_min", "M": 64, "K": 32, "N": 256, "groups": 18446744073709551616}]})");
+  auto m = run_tool("kjit-precompile", manifest + " -a sm_90 --cache-dir " + cache, dir.path);
+  INFO(m.err);
+  CHECK(m.rc == 1);
+  CHECK(m.out.find("1 compiled, 0 cached, 2 failed") != std::string::npos);
+  CHECK(m.err.find(manifest + ": problems[1]: field 'groups': 1e400 is out of range") !=
+        std::string::npos);
+  CHECK(m.err.find(manifest + ": problems[2]: field 'groups': 1.8446744073709552e+19 is out of "
+                              "range") != std::string::npos);
+}

@@ -32,8 +32,8 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// `tool` is "kjit-precompile", "kjit-cache" or "kjit-bench"; `args` is appended as is (shell syntax). Paths
-// used in tests come from mkdtemp and need no quoting.
+// `tool` is "kjit-precompile", "kjit-cache" or "kjit-bench"; `args` is appended as is (shell
+// syntax). Paths used in tests come from mkdtemp and need no quoting.
 inline ToolResult run_tool(const std::string& tool, const std::string& args,
                            const std::string& scratch_dir) {
   const std::string err_path = scratch_dir + "/stderr.txt";

@@ -113,8 +113,13 @@ class Graph {
 void synchronize(Runtime& rt);
 
 // A CUDA driver entry point by name, from the libcuda kjit loaded ("cuLaunchKernel", ...), for
-// host code that wants the driver API without linking libcuda. Cast to the function's type as
-// declared in cuda.h of the toolkit kjit was built with. Throws NoDriver / NotFound.
+// host code that wants the driver API without linking libcuda. Throws NoDriver / NotFound.
+// This one is asked for at the CUDA_VERSION of the cuda.h kjit was built with, which gives the
+// newest variant: mostly the type cuda.h declares for the name, but not always (with CUDA 13,
+// "cuCtxSynchronize" is cuCtxSynchronize_v2(CUcontext), not the cuCtxSynchronize(void) that cuda.h
+// declares). The second form pins the ABI: cast to PFN_<name>_v<cuda_version> of cudaTypedefs.h,
+// e.g. reinterpret_cast<PFN_cuCtxSynchronize_v2000>(driver_proc("cuCtxSynchronize", 2000)).
 void* driver_proc(const char* name);
+void* driver_proc(const char* name, int cuda_version);
 
 }  // namespace kjit
