@@ -257,6 +257,11 @@ int run(int argc, char** argv) {
       kjit::tools::cache_options(cache_dir, writes ? kc::Mode::ReadWrite : kc::Mode::ReadOnly);
   try {
     kc::DiskCache cache(opts);
+    if (const std::string refused = kjit::tools::refused_text("kjit-cache", cache);
+        !refused.empty()) {
+      std::fprintf(stderr, "%s\n", printable(refused).c_str());
+      return 1;
+    }
     if (stats->parsed()) return cmd_stats(cache, opts.max_bytes, json_out);
     if (list->parsed()) return cmd_list(cache, json_out, full_keys);
     if (verify->parsed()) return cmd_verify(cache, json_out);

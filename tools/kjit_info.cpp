@@ -48,6 +48,11 @@ int run(int argc, char** argv) {
         {"mode", compiler.disk_cache().mode() == kjit::cache::Mode::ReadWrite  ? "rw"
                  : compiler.disk_cache().mode() == kjit::cache::Mode::ReadOnly ? "ro"
                                                                                : "off"}};
+    // Why the cache is off or read-only (a folder the trust policy refused, or not writable).
+    if (!compiler.disk_cache().refused_reason().empty())
+      out["cache"]["refused"] = compiler.disk_cache().refused_reason();
+    if (!compiler.disk_cache().read_only_reason().empty())
+      out["cache"]["read_only_reason"] = compiler.disk_cache().read_only_reason();
     kjit::Spec spec("kjit/test_kernels.cuh", "kjit::test_affine");
     spec.type(kjit::DType::F32).value(2).value(3).value(true);
     auto t0 = std::chrono::steady_clock::now();
@@ -78,8 +83,12 @@ int run(int argc, char** argv) {
                 d["sm_count"].get<int>(), d["l2_bytes"].get<int>() / 1024,
                 out["driver_version"].get<int>(), d["arch"].get<std::string>().c_str());
   }
-  std::printf("cache: %s (%s)\n", out["cache"]["dir"].get<std::string>().c_str(),
+  std::printf("cache: %s (%s)\n",
+              kjit::tools::printable(out["cache"]["dir"].get<std::string>()).c_str(),
               out["cache"]["mode"].get<std::string>().c_str());
+  for (const char* why : {"refused", "read_only_reason"})
+    if (out["cache"].contains(why))
+      std::printf("  %s\n", kjit::tools::printable(out["cache"][why].get<std::string>()).c_str());
   auto& s = out["sample_compile"];
   std::printf("sample: %s for %s -> %zu bytes, %s in %.1f ms\n",
               s["instantiation"].get<std::string>().c_str(), s["arch"].get<std::string>().c_str(),

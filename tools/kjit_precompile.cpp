@@ -144,6 +144,16 @@ class Reporter {
   Clock::time_point t0_;
 };
 
+// Why a compiled entry is not in the cache: the write's own error when there was one (the path
+// and the OS's reason), else what else removes or refuses an entry.
+std::string not_stored_reason(kjit::Compiler& compiler) {
+  const std::string why = compiler.disk_cache().last_error();
+  if (!why.empty()) return why;
+  if (compiler.disk_cache().stats().oversized)
+    return "it is over half of the size cap (KJIT_CACHE_MAX_SIZE)";
+  return "evicted at once by the size cap (KJIT_CACHE_MAX_SIZE)";
+}
+
 void compile_job(kjit::Compiler& compiler, Job& job) {
   const auto t0 = Clock::now();
   try {
@@ -157,9 +167,7 @@ void compile_job(kjit::Compiler& compiler, Job& job) {
       job.status = Status::Compiled;
     } else {
       job.status = Status::Failed;
-      job.error =
-          "compiled, but the entry could not be written to the cache (see the kjit: "
-          "warnings; disk full, evicted by KJIT_CACHE_MAX_SIZE, or over half of it)";
+      job.error = "compiled, but the entry is not in the cache: " + not_stored_reason(compiler);
     }
   } catch (const kjit::Error& e) {
     job.status = Status::Failed;
@@ -344,6 +352,12 @@ int run(int argc, char** argv) {
   const kjit::cache::Mode mode =
       dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
   kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
+  if (const std::string refused =
+          kjit::tools::refused_text("kjit-precompile", compiler.disk_cache());
+      !refused.empty()) {
+    std::fprintf(stderr, "%s\n", printable(refused).c_str());
+    return 1;
+  }
   if (!dry_run && compiler.disk_cache().mode() != kjit::cache::Mode::ReadWrite) {
     std::fprintf(stderr, "%s\n",
                  printable(kjit::tools::not_writable_text("kjit-precompile", compiler.disk_cache()))

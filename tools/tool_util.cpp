@@ -85,7 +85,12 @@ cache::Options cache_options(const std::string& dir, cache::Mode mode) {
   cache::Options o = cache::Options::from_env();
   if (!dir.empty()) o.dir = dir;
   o.mode = mode;
+  o.quiet = true;  // the tools report a refused folder and write errors themselves, as errors
   return o;
+}
+
+std::string refused_text(const std::string& what, const cache::DiskCache& cache) {
+  return cache.refused_reason().empty() ? std::string() : what + ": " + cache.refused_reason();
 }
 
 const char* mode_name(cache::Mode m) {

@@ -29,7 +29,8 @@ std::string format_age(int64_t seconds);   // "45s", "12m", "5h", "3d"
 
 // The cache folder and size cap the runtime would use (KJIT_CACHE_DIR, KJIT_CACHE_MAX_SIZE...),
 // with `dir` (when not empty) in place of the folder and `mode` in place of KJIT_CACHE: the tools
-// choose the mode by what the command does (read-only commands never touch a file).
+// choose the mode by what the command does (read-only commands never touch a file). Quiet: the
+// tools print the cache's problems as their own errors.
 cache::Options cache_options(const std::string& dir, cache::Mode mode);
 const char* mode_name(cache::Mode m);
 
@@ -79,6 +80,10 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
 // disk, a closed pipe's EPIPE) turned into a failure naming it instead of exit 0.
 int finish_output(const char* tool, int rc);
 
+// "<what>: cache folder <dir> is not used: <path> <rule it breaks> ...", for a cache folder the
+// trust policy refused (docs/API.md, "Trust"); empty when it was not refused. The tools stop with
+// it (exit 1): they never work on a folder whose code the runtime would refuse to run.
+std::string refused_text(const std::string& what, const cache::DiskCache& cache);
 // "<what>: cache folder <dir> is not writable (<why>)", for a cache that fell back to read-only.
 std::string not_writable_text(const std::string& what, const cache::DiskCache& cache);
 

@@ -179,7 +179,8 @@ bool autotune_env() {
 }
 
 // Driver entry points for the app's side of the context tests: through kjit::driver_proc, typed
-// as cuda.h declares them (the names resolve at the header's CUDA_VERSION, as kjit's own do).
+// as cuda.h declares them. For the names used here the newest ABI (what the one-argument form
+// resolves) is the one cuda.h declares; docs/API.md says when that is not so.
 template <class F>
 F proc(const char* name) {
   return reinterpret_cast<F>(kjit::driver_proc(name));

@@ -288,3 +288,27 @@ TEST_CASE("kjit-cache --json output survives a folder name that is not UTF-8") {
     CHECK_NOTHROW(r.json());
   }
 }
+
+// The tools never work on a folder whose code the runtime would refuse to run: another user could
+// have planted entries there (docs/API.md, "Trust").
+TEST_CASE("kjit-cache and kjit-precompile refuse a cache folder that others can write") {
+  TempDir dir;
+  const std::string cache = dir.path + "/open";
+  REQUIRE(::mkdir(cache.c_str(), 0777) == 0);
+  REQUIRE(::chmod(cache.c_str(), 0777) == 0);
+  put_entries(dir.path + "/mine", 1, 64);  // a trusted folder next to it still works
+  for (const std::string& cmd :
+       std::vector<std::string>{"stats", "list", "verify", "clear", "export " + dir.path + "/a"}) {
+    CAPTURE(cmd);
+    auto r = run_tool("kjit-cache", cmd + " --cache-dir " + cache, dir.path);
+    CHECK(r.rc == 1);
+    CHECK(r.err.find(cache + " is writable by every user (mode 0777)") != std::string::npos);
+    CHECK(run_tool("kjit-cache", cmd + " --cache-dir " + dir.path + "/mine", dir.path).rc == 0);
+  }
+  auto p =
+      run_tool("kjit-precompile",
+               "-p 'group_norm f32 nchw 2x64x8x8 g=8' -a sm_90 --cache-dir " + cache, dir.path);
+  CHECK(p.rc == 1);
+  CHECK(p.err.find("kjit-precompile: cache folder " + cache + " is not used") != std::string::npos);
+  CHECK(std::filesystem::is_empty(cache));  // nothing written into it
+}

@@ -395,3 +395,31 @@ TEST_CASE("a bad problem in a manifest file is named with the file and its index
   CHECK(m.err.find(manifest + ": problems[2]: field 'groups': 1.8446744073709552e+19 is out of "
                               "range") != std::string::npos);
 }
+
+// A write that fails says where and why (the OS's reason), not "see the warnings".
+TEST_CASE("a kernel that cannot be written to the cache names the path and the reason") {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  // A file where the entry's shard folder belongs: the kernel compiles, its write fails.
+  const std::string probe = run_tool("kjit-precompile",
+                                     "-p 'group_norm f32 nchw 2x64x8x8 g=8' -a sm_90 --json "
+                                     "--dry-run --cache-dir " +
+                                         cache,
+                                     dir.path)
+                                .out;
+  const auto kernels = json::parse(probe)["kernels"];
+  REQUIRE(kernels.is_array());
+  REQUIRE_FALSE(kernels.empty());
+  const std::string key = kernels[0]["key"].get<std::string>();
+  std::filesystem::create_directories(cache + "/v1");
+  kjit_test::write_text(cache + "/v1/" + key.substr(0, 2), "in the way");
+  auto r =
+      run_tool("kjit-precompile",
+               "-p 'group_norm f32 nchw 2x64x8x8 g=8' -a sm_90 --cache-dir " + cache, dir.path);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.rc == 1);
+  const std::string text = r.out + r.err;
+  CHECK(text.find(cache + "/v1/" + key.substr(0, 2)) != std::string::npos);
+  CHECK(text.find("is not a folder") != std::string::npos);
+}
