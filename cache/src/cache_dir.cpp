@@ -101,7 +101,19 @@ std::optional<Mode> parse_mode(std::string_view text) {
 }
 
 void warn(const std::string& message) {
-  std::string line = "kjit: " + message + "\n";
+  // Messages carry labels and paths that came from files: control bytes are escaped so that they
+  // cannot drive the terminal or forge lines.
+  std::string line = "kjit: ";
+  for (unsigned char c : message) {
+    if (c >= 0x20 && c != 0x7f) {
+      line += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      line += hex;
+    }
+  }
+  line += "\n";
   // One write() so that lines from concurrent processes do not interleave.
   ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   (void)n;

@@ -2,6 +2,7 @@
 // file can do to it. .ci/run also runs this suite as uid 65534, where root's privileges cannot
 // make a case pass for the wrong reason.
 #include <doctest/doctest.h>
+
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include "../../cache/src/archive.hpp"
 #include "cache/test_util.hpp"
@@ -438,4 +440,22 @@ TEST_CASE("a team's shared folder is an explicit opt-in by group") {
   CHECK((mode_of(tmp / "team") & 07777) == 02770);
   CHECK((mode_of(entry_path(tmp / "team", key_of("k"))) & 07777) == 0660);
   CHECK(team.get(key_of("k")));
+}
+
+TEST_CASE("the cache's warnings escape control bytes from labels and paths") {
+  TempDir tmp;
+  const std::string log = tmp / "stderr";
+  CHECK(in_child([&] {
+          const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+          if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) return 20;
+          Options o = options_for(tmp / "cache");
+          o.max_bytes = 1024;  // the entry is over half of it: warned about by its label
+          DiskCache cache(o);
+          return cache.put(key_of("k"), entry_of(std::string(4096, 'p'), "\x1b[2J\nFAKE LINE")) ? 1
+                                                                                                : 0;
+        }) == 0);
+  const std::string warning = read_file(log);
+  CHECK(warning.find("not caching \\x1b[2J\\x0aFAKE LINE") != std::string::npos);
+  CHECK(warning.find('\x1b') == std::string::npos);
+  CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
 }
