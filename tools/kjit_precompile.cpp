@@ -24,10 +24,10 @@
 
 namespace {
 
+using kjit::Target;
 using kjit::tools::EntryError;
 using kjit::tools::printable;  // every text line prints manifest, file and cache text through it
 using kjit::tools::ProblemEntry;
-using kjit::tools::Target;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -186,12 +186,12 @@ Target default_target(std::string* note) {
     try {
       kjit::Runtime rt;
       *note = "the current device, " + rt.props().name;
-      return Target{rt.arch(), rt.props().cc(), rt.props().sm_count};
+      return Target::of(rt);
     } catch (const kjit::Error& e) {
       *note = std::string("default; the GPU could not be opened: ") + e.what();
     }
   }
-  return Target{"sm_90", 90, 0};
+  return Target::for_arch("sm_90");
 }
 
 int run(int argc, char** argv) {
@@ -315,8 +315,8 @@ int run(int argc, char** argv) {
     try {
       for (const Target& t : targets) {
         kjit::tools::OpContext ctx;
-        ctx.cc = t.cc;
-        ctx.sm_count = sm_count > 0 ? sm_count : t.sm_count > 0 ? t.sm_count : 132;
+        ctx.target = t;
+        if (sm_count > 0) ctx.target.sm_count = sm_count;
         ctx.unaligned = unaligned;
         ctx.all_candidates = all_candidates;
         kjit::tools::OpSpecs os = kjit::tools::problem_specs(pe.problem, ctx);

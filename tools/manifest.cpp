@@ -100,18 +100,16 @@ DType dtype_field(Fields& f, const std::string& name, const std::string& fallbac
   }
 }
 
-// The specializations of an op's configs for the pointer alignments asked for (aligned first, the
-// heuristic's pick first within each), without duplicates. configs(aligned) gives the heuristic's
-// config, or every autotune candidate; to_spec turns one into the Spec the runtime compiles.
-template <class Configs, class ToSpecs>
-std::vector<Spec> distinct_specs(const OpContext& ctx, Configs configs, ToSpecs to_specs) {
+// The specializations the op's own specs_for names for the pointer alignments asked for (aligned
+// first, the op's preference within each), without duplicates.
+template <class SpecsFor>
+std::vector<Spec> distinct_specs(const OpContext& ctx, SpecsFor specs_for) {
   std::vector<Spec> out;
   std::set<std::string> seen;
   for (const bool aligned : {true, false}) {
     if (!(aligned ? ctx.aligned : ctx.unaligned)) continue;
-    for (const auto& c : configs(aligned))
-      for (Spec& s : to_specs(c))
-        if (seen.insert(s.instantiation()).second) out.push_back(std::move(s));
+    for (Spec& s : specs_for(aligned))
+      if (seen.insert(s.instantiation()).second) out.push_back(std::move(s));
   }
   return out;
 }
@@ -119,9 +117,8 @@ std::vector<Spec> distinct_specs(const OpContext& ctx, Configs configs, ToSpecs 
 // ---- group_norm -------------------------------------------------------------------------------
 // Fields: shape (required; [N, C, *spatial] for nchw, [N, *spatial, C] for nhwc), groups
 // (required), dtype (f32), param_dtype (= dtype), layout (nchw), activation (silu), affine (true),
-// weight / bias (= affine). Exactly what ops::group_norm compiles: group_norm_specs of the
-// heuristic's config, and of its capture fallback when it is split (or of every autotune
-// candidate), for the target's compute capability.
+// weight / bias (= affine). Exactly what ops::group_norm compiles, from the op's own
+// group_norm_specs_for (with --all-candidates, what autotuning compiles).
 OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   using namespace kjit::ops;
   Fields f(j, "group_norm",
@@ -170,16 +167,11 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   OpSpecs out;
   out.describe = "group_norm " + p.describe();
   if (p.N == 0 || p.S == 0) return out;  // an empty tensor: the runtime launches nothing
-  out.specs = distinct_specs(
-      ctx,
-      [&](bool aligned) {
-        if (ctx.all_candidates) return group_norm_candidates(p, ctx.cc, aligned);
-        std::vector<GroupNormConfig> configs{group_norm_heuristic(p, ctx.cc, aligned)};
-        if (configs[0].needs_workspace())
-          configs.push_back(group_norm_capture_fallback(p, ctx.cc, aligned));
-        return configs;
-      },
-      [&](const GroupNormConfig& c) { return group_norm_specs(p, c); });
+  out.specs = distinct_specs(ctx, [&](bool aligned) {
+    GroupNormOptions opt;
+    opt.autotune = ctx.all_candidates;
+    return group_norm_specs_for(p, ctx.target, opt, aligned);
+  });
   return out;
 }
 
@@ -189,10 +181,9 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
 // kernel: LinearGnMinOptions::bias_add; kernel compiles the kernels that add the Linear's bias,
 // auto and epilogue those that do not, and autotuning under auto tries both). The cuBLASLt GEMM
 // needs no NVRTC compile; only the fused GroupNorm/min/bias kernel does, exactly what
-// ops::linear_gn_min compiles: gn_min_specs of the heuristic's config (or of every autotune
-// candidate, with and without linear_bias) for the target's compute capability and SM count
-// (ctx.sm_count). `aligned` here is the output pointer's 16-byte alignment (the kernel's vector
-// stores); x, weight and the biases only change the GEMM's algorithm.
+// ops::linear_gn_min compiles, from the op's own linear_gn_min_specs_for. `aligned` here is the
+// output pointer's 16-byte alignment (the kernel's vector stores); x, weight and the biases only
+// change the GEMM's algorithm.
 OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   using namespace kjit::ops;
   Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups", "bias_add"});
@@ -202,8 +193,6 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   } catch (const Error& e) {
     throw EntryError("bias_add", e.what());
   }
-  // The kernel variants a call compiles (with --all-candidates, those autotuning times).
-  const std::vector<bool> adds_bias = linear_gn_min_kernel_adds_bias(bias_add, ctx.all_candidates);
   const DType dtype = dtype_field(f, "dtype", "f32");
   if (dtype != DType::F32 && dtype != DType::BF16)
     throw EntryError("dtype", std::string("'") + dtype_name(dtype) +
@@ -241,22 +230,12 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
 
   OpSpecs out;
   out.describe = "linear_gn_min " + p.describe();
-  out.specs = distinct_specs(
-      ctx,
-      [&](bool out_aligned) {
-        const std::vector<GnMinConfig> base =
-            ctx.all_candidates
-                ? gn_min_candidates(p, ctx.cc, ctx.sm_count, out_aligned)
-                : std::vector<GnMinConfig>{gn_min_heuristic(p, ctx.cc, ctx.sm_count, out_aligned)};
-        std::vector<GnMinConfig> all;
-        for (bool lb : adds_bias)
-          for (GnMinConfig c : base) {
-            c.linear_bias = lb;
-            all.push_back(c);
-          }
-        return all;
-      },
-      [&](const GnMinConfig& c) { return gn_min_specs(p, c); });
+  out.specs = distinct_specs(ctx, [&](bool out_aligned) {
+    LinearGnMinOptions opt;
+    opt.bias_add = bias_add;
+    opt.autotune = ctx.all_candidates;
+    return linear_gn_min_specs_for(p, ctx.target, opt, out_aligned);
+  });
   return out;
 }
 
@@ -462,8 +441,8 @@ json parse_problem_arg(const std::string& text) {
   return j;
 }
 
-Target parse_target(const std::string& arch) {
-  return Target{arch, Compiler::arch_sm(arch), 0};
+kjit::Target parse_target(const std::string& arch) {
+  return kjit::Target::for_arch(arch);
 }
 
 }  // namespace kjit::tools

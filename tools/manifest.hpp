@@ -7,9 +7,11 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "kjit/op/target.hpp"
 
 #include "kjit/spec.hpp"
 
@@ -59,9 +61,9 @@ nlohmann::json parse_problem_arg(const std::string& text);
 
 // What an op needs to know about the target and the variants asked for.
 struct OpContext {
-  int cc = 90;                  // compute capability the runtime will see (90 for sm_90/sm_90a)
-  int sm_count = 132;           // SMs of the device (heuristics that spread work use it; an arch
-                                // does not fix it: 132 on H100/H200 SXM, 114 on H100 PCIe, ...)
+  // The device the kernels are for: its cc and SM count (heuristics that spread work use it; an
+  // arch does not fix it: 132 on H100/H200 SXM, 114 on H100 PCIe, ...).
+  kjit::Target target;
   bool aligned = true;          // specializations for 16-byte aligned pointers (the common case)
   bool unaligned = false;       // ... and for pointers that are not 16-byte aligned
   bool all_candidates = false;  // every autotune candidate, not only the heuristic's pick
@@ -80,14 +82,8 @@ const std::map<std::string, OpFn>& op_registry();
 // Looks up problem["op"] in the registry and calls it.
 OpSpecs problem_specs(const nlohmann::json& problem, const OpContext& ctx);
 
-// A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX).
-struct Target {
-  std::string arch;
-  int cc = 0;
-  int sm_count = 0;  // known only for the local device (0: unknown)
-};
-// Throws kjit::Error (InvalidArgument for a malformed name, Unsupported when this NVRTC does not
-// know the arch).
-Target parse_target(const std::string& arch);
+// A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX),
+// with the default SM count (Target::kDefaultSmCount) unless the caller knows the device's.
+kjit::Target parse_target(const std::string& arch);
 
 }  // namespace kjit::tools

@@ -1,5 +1,6 @@
 #include "kjit/runtime.hpp"
 
+#include <array>
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
@@ -10,7 +11,6 @@
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "loaded_kernel.hpp"
-#include "op_state.hpp"
 
 namespace kjit {
 namespace {
@@ -86,8 +86,12 @@ struct Runtime::Impl {
   mutable std::shared_mutex table_mu;
   std::unordered_map<std::string, std::unique_ptr<Slot>> table;
   std::atomic<uint64_t> loaded{0};
-  std::once_flag ops_once;
-  std::unique_ptr<OpState> ops;
+  // Extensions (Runtime::extension): the first kFastExtensions ids are found with one atomic
+  // load; `extensions` owns them all in the order they were made, for destruction newest first.
+  static constexpr size_t kFastExtensions = 64;
+  std::array<std::atomic<void*>, kFastExtensions> fast_extensions{};
+  mutable std::recursive_mutex extension_mu;  // an extension's constructor may make another
+  std::vector<std::pair<size_t, std::shared_ptr<void>>> extensions;
 
   // header -> its closure's generation, as of templates().generation() == at: recomputed (the
   // closure's includes parsed) only after an add(), not on every Runtime::kernel call.
@@ -200,7 +204,7 @@ Runtime::~Runtime() {
     // Kernels and workspaces may still be in use by queued work: unloading a module or freeing a
     // buffer under a running kernel is undefined. Errors (a sticky fault) change nothing here.
     d.cuCtxSynchronize_fn();
-    impl_->ops.reset();
+    while (!impl_->extensions.empty()) impl_->extensions.pop_back();
     for (auto& kv : impl_->table)
       if (kv.second->kernel.module) d.cuModuleUnload_fn(kv.second->kernel.module);
   }
@@ -251,9 +255,29 @@ RuntimeStats Runtime::stats() const {
   return st;
 }
 
-Runtime::OpState& Runtime::op_state() {
-  std::call_once(impl_->ops_once, [&] { impl_->ops = std::make_unique<OpState>(*this); });
-  return *impl_->ops;
+size_t detail::new_extension_id() {
+  static std::atomic<size_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void* Runtime::find_extension(size_t id) const noexcept {
+  if (id < Impl::kFastExtensions) return impl_->fast_extensions[id].load(std::memory_order_acquire);
+  std::lock_guard<std::recursive_mutex> lock(impl_->extension_mu);
+  for (const auto& [i, p] : impl_->extensions)
+    if (i == id) return p.get();
+  return nullptr;
+}
+
+void* Runtime::make_extension(size_t id, std::shared_ptr<void> (*make)(Runtime&)) {
+  // Made under the lock: two threads asking at once get one object.
+  std::lock_guard<std::recursive_mutex> lock(impl_->extension_mu);
+  for (const auto& [i, p] : impl_->extensions)
+    if (i == id) return p.get();
+  std::shared_ptr<void> made = make(*this);
+  impl_->extensions.emplace_back(id, made);
+  if (id < Impl::kFastExtensions)
+    impl_->fast_extensions[id].store(made.get(), std::memory_order_release);
+  return made.get();
 }
 
 bool gpu_available(std::string* why) {

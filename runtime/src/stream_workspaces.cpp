@@ -1,4 +1,4 @@
-#include "stream_workspaces.hpp"
+#include "kjit/op/stream_workspaces.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,13 @@
 #include "kjit/error.hpp"
 #include "kjit/runtime.hpp"
 
-namespace kjit::detail {
+namespace kjit::op {
+using kjit::detail::capturing;
+using kjit::detail::ContextGuard;
+using kjit::detail::cu_error_text;
+using kjit::detail::driver;
+using kjit::detail::Driver;
+using kjit::detail::driver_available;
 namespace {
 
 // CU_STREAM_PER_THREAD is one handle for a different stream in every thread, so its buffers are
@@ -128,4 +134,4 @@ CUdeviceptr StreamWorkspaces::allocate(size_t need, size_t* bytes, const char* o
   return p;
 }
 
-}  // namespace kjit::detail
+}  // namespace kjit::op

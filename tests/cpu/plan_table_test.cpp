@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../runtime/src/plan_table.hpp"
+#include "kjit/op/plan_table.hpp"
 
 namespace {
 
@@ -21,7 +21,7 @@ struct Key {
 struct Plan {
   int value = 0;
 };
-using Table = kjit::detail::PlanTable<Key, Plan>;
+using Table = kjit::op::PlanTable<Key, Plan>;
 
 }  // namespace
 

@@ -68,7 +68,7 @@ TEST_CASE("group_norm entries derive the runtime's specializations (random probl
     INFO(j.dump(), " ", p.describe());
     for (int cc : {80, 90}) {
       OpContext ctx;
-      ctx.cc = cc;
+      ctx.target = kjit::Target::for_cc(cc);
       OpSpecs os = problem_specs(j, ctx);
       REQUIRE(os.specs.size() == 1);
       CHECK(os.specs[0].instantiation() ==
@@ -104,7 +104,7 @@ TEST_CASE("a split group_norm entry derives both kernels and the capture fallbac
   const json j = {{"op", "group_norm"}, {"shape", {1, 64, 256, 256}}, {"groups", 16}};
   const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32);
   OpContext ctx;
-  ctx.cc = 90;
+  ctx.target = kjit::Target::for_cc(90);
   const GroupNormConfig h = group_norm_heuristic(p, 90, true);
   REQUIRE(h.split);
   const GroupNormConfig fb = group_norm_capture_fallback(p, 90, true);
@@ -123,7 +123,7 @@ TEST_CASE("a cooperative group_norm entry derives its kernel and the capture fal
   const GroupNormProblem p =
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::BF16);
   OpContext ctx;
-  ctx.cc = 90;
+  ctx.target = kjit::Target::for_cc(90);
   const GroupNormConfig h = group_norm_heuristic(p, 90, true);
   REQUIRE(h.coop);
   std::set<std::string> want;
@@ -183,8 +183,8 @@ TEST_CASE("linear_gn_min entries derive the runtime's specializations (random pr
     for (int cc : {80, 90}) {
       for (int sms : {132, 114, 1}) {
         OpContext ctx;
-        ctx.cc = cc;
-        ctx.sm_count = sms;
+        ctx.target = kjit::Target::for_cc(cc);
+        ctx.target.sm_count = sms;
         OpSpecs os = problem_specs(j, ctx);
         const auto h = kjit::ops::gn_min_heuristic(p, cc, sms, true);
         // The fused kernel, then the broadcast kernel when the config splits.
@@ -257,8 +257,8 @@ TEST_CASE("linear_gn_min bias_add picks the kernels that add the Linear's bias, 
   p.N = 8192;
   p.G = 512;
   OpContext ctx;
-  ctx.cc = 90;
-  ctx.sm_count = 132;
+  ctx.target = kjit::Target::for_cc(90);
+  ctx.target.sm_count = 132;
   auto specs_of = [&](kjit::ops::GnMinConfig c, bool lb) {
     c.linear_bias = lb;
     return names(gn_min_specs(p, c));

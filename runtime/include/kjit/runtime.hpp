@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +14,18 @@
 #include "kjit/spec.hpp"
 
 namespace kjit {
+
+class Runtime;
+
+namespace detail {
+// A process-wide number per extension type (Runtime::extension), handed out on first use.
+size_t new_extension_id();
+template <class T>
+size_t extension_id() {
+  static const size_t id = new_extension_id();
+  return id;
+}
+}  // namespace detail
 
 struct DeviceProps {
   int ordinal = 0;
@@ -62,11 +75,22 @@ class Runtime {
 
   RuntimeStats stats() const;
 
-  // Internal: per-runtime state of the ops (plans, cuBLASLt handles); created on first use.
-  struct OpState;
-  OpState& op_state();
+  // Op support: this runtime's state of type T (an op's plan table, library handles, per-stream
+  // workspaces; a built-in op's or a host app's own), made on first use as T(Runtime&) and
+  // destroyed with the runtime, newest first, with its context current and its queued work
+  // finished. After the first call it is one atomic load: fine on an op's hot path.
+  template <class T>
+  T& extension() {
+    const size_t id = detail::extension_id<T>();
+    if (void* p = find_extension(id)) return *static_cast<T*>(p);
+    return *static_cast<T*>(make_extension(
+        id, [](Runtime& rt) -> std::shared_ptr<void> { return std::make_shared<T>(rt); }));
+  }
 
  private:
+  void* find_extension(size_t id) const noexcept;
+  void* make_extension(size_t id, std::shared_ptr<void> (*make)(Runtime&));
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -6,8 +6,8 @@
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
-#include "op_state.hpp"
 #include "ops/env.hpp"
+#include "ops/group_norm_plan.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -164,11 +164,11 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   }
   if (plan.refused.load(std::memory_order_relaxed))
     return launch_plan(rt, *plan.fallback, a, stream, ws);
-  if (!ws) ws = &rt.op_state().group_norm_ws;
+  if (!ws) ws = &rt.extension<detail::GnState>().workspaces;
   // The split pair passes its partials from one kernel to the next: the lease is held until the
   // second is enqueued, so that another thread's call on this stream cannot land between them.
   // One-launch plans (coop, pipe) are ordered by the stream alone and let it go before launching.
-  kjit::detail::StreamWorkspaces::Lease lease = ws->partials.try_lease(stream, plan.partials_bytes);
+  kjit::op::StreamWorkspaces::Lease lease = ws->partials.try_lease(stream, plan.partials_bytes);
   CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
   if (!lease.ptr() || (plan.barrier_bytes && !bar)) {
     lease.release();
@@ -214,8 +214,12 @@ namespace {
 std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,
                                       std::unique_ptr<GnPlan> plan, CUstream stream) {
   if (!plan->config.needs_workspace()) return plan;
-  std::vector<GroupNormConfig> order{group_norm_capture_fallback(p, rt.props().cc(), aligned)};
-  for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned))
+  // The capture fallback group_norm_configs_for names for this config, then any other.
+  const Target t = Target::of(rt);
+  GroupNormOptions this_config;
+  this_config.config = plan->config;
+  std::vector<GroupNormConfig> order{group_norm_configs_for(p, t, this_config, aligned).at(1)};
+  for (const GroupNormConfig& c : group_norm_candidates(p, t, aligned))
     if (!c.needs_workspace() && c.describe() != order[0].describe()) order.push_back(c);
   for (const GroupNormConfig& c : order) {
     try {
@@ -238,7 +242,7 @@ std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bo
 
 static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bool aligned,
                                       const GroupNormOptions& opt, CUstream stream) {
-  auto& table = rt.op_state().group_norm;
+  auto& table = rt.extension<detail::GnState>().plans;
   const GroupNormConfig* forced = opt.config ? &*opt.config : nullptr;
   const bool tune = !forced && (opt.autotune || detail::env_autotune());
   const detail::GnKey key = detail::make_key(p, aligned, tune, forced);
@@ -259,9 +263,14 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
       // limits) falls back to the untuned path below.
       if (plan->runnable) return detail::with_fallback(rt, p, aligned, std::move(plan), stream);
     }
-    // The heuristic's choice, unless the device cannot co-schedule its cluster: then the
-    // first candidate it can.
-    for (const GroupNormConfig& c : group_norm_candidates(p, rt.props().cc(), aligned)) {
+    // The heuristic's choice (what group_norm_configs_for names first), unless the device cannot
+    // co-schedule its cluster: then the first candidate it can.
+    const Target t = Target::of(rt);
+    GroupNormOptions plain;
+    std::vector<GroupNormConfig> order{group_norm_configs_for(p, t, plain, aligned).front()};
+    for (const GroupNormConfig& c : group_norm_candidates(p, t, aligned))
+      if (c.describe() != order[0].describe()) order.push_back(c);
+    for (const GroupNormConfig& c : order) {
       auto plan = detail::build_plan(rt, p, c, stream);
       if (plan->runnable) return detail::with_fallback(rt, p, aligned, std::move(plan), stream);
     }
@@ -296,7 +305,7 @@ GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt) {
   validate(p);
   if (empty_problem(rt, p, opt, true))
-    return opt.config ? *opt.config : group_norm_heuristic(p, rt.props().cc());
+    return opt.config ? *opt.config : group_norm_heuristic(p, Target::of(rt));
   return plan_for(rt, p, true, opt, nullptr).config;
 }
 
@@ -306,7 +315,7 @@ size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
   if (empty_problem(rt, p, opt, true)) return 0;
   const detail::GnPlan& plan = plan_for(rt, p, true, opt, stream);
   if (!plan.config.needs_workspace()) return 0;
-  detail::GnWorkspaces& ws = rt.op_state().group_norm_ws;
+  detail::GnWorkspaces& ws = rt.extension<detail::GnState>().workspaces;
   ws.partials.get(rt, stream, plan.partials_bytes, "group_norm", detail::kReserveHint);
   if (plan.barrier_bytes)
     ws.barriers.get(rt, stream, plan.barrier_bytes, "group_norm", detail::kReserveHint);

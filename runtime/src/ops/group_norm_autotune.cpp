@@ -51,7 +51,10 @@ float time_plan(Runtime& rt, const GnPlan& plan, CUstream s, const GnArgs& args,
 
 GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps,
                          CUstream caller) {
-  const std::vector<GroupNormConfig> cands = group_norm_candidates(p, rt.props().cc(), aligned);
+  GroupNormOptions tuned;
+  tuned.autotune = true;
+  const std::vector<GroupNormConfig> cands =
+      group_norm_configs_for(p, Target::of(rt), tuned, aligned);
   const cache::Key key = tune_key(rt, p, aligned, cands);
   cache::DiskCache& disk = rt.compiler().disk_cache();
   if (auto e = disk.get(key)) {

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "kjit/error.hpp"
+#include "kjit/op/target.hpp"
 #include "kjit/ops/group_norm.hpp"
 
 namespace kjit::ops {
@@ -18,8 +19,6 @@ constexpr int kSmemAffineBytes = 40 * 1024;
 // Shared memory one block may use on sm_90 (227 KB); smem-staged slices stay within it.
 constexpr int64_t kMaxSmemBytes = 227 * 1024;
 constexpr int64_t kMaxGroupLen = (int64_t{1} << 31) - (int64_t{1} << 18);
-constexpr int64_t kSms =
-    132;  // an H100/H200; the heuristic must not depend on the device it runs on
 // Tensors up to this size stream through L2 (60 MB on the H200, 50 MB on the H100): x stays there
 // between the two reads while y goes out.
 constexpr int64_t kStreamL2Bytes = int64_t{40} << 20;
@@ -143,7 +142,8 @@ GroupNormConfig pipe_config(const GroupNormProblem& p, bool aligned, int threads
   return c;
 }
 
-GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool allow_split);
+GroupNormConfig heuristic(const GroupNormProblem& p, const Target& t, bool aligned,
+                          bool allow_split);
 
 }  // namespace
 
@@ -240,18 +240,30 @@ GroupNormProblem GroupNormProblem::from_shape(const std::vector<int64_t>& shape,
   return p;
 }
 
+GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, const Target& t, bool aligned) {
+  return heuristic(p, t, aligned, true);
+}
+
+GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, const Target& t,
+                                            bool aligned) {
+  return heuristic(p, t, aligned, false);
+}
+
 GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned) {
-  return heuristic(p, cc, aligned, true);
+  return group_norm_heuristic(p, Target::for_cc(cc), aligned);
 }
 
 GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, int cc, bool aligned) {
-  return heuristic(p, cc, aligned, false);
+  return group_norm_capture_fallback(p, Target::for_cc(cc), aligned);
 }
 
 namespace {
 
-GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool allow_split) {
+GroupNormConfig heuristic(const GroupNormProblem& p, const Target& t, bool aligned,
+                          bool allow_split) {
   validate(p);
+  const int cc = t.cc;
+  const int64_t sms = t.sm_count;  // spreading work: a grid of about this many CTAs fills it
   GroupNormConfig c;
   c.vec = vec_width(p, aligned);
   const int64_t nvec = group_len(p) / c.vec;
@@ -274,20 +286,20 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
   // 16.6; 1x32x256x256/G8 bf16 7.3 us in 256 chunks of 16 KB vs 8.2 in 128 of 32 KB. The
   // cooperative kernel saves the second launch's host time (~3 us) but took 1-22% more device
   // time on these four. At 64 groups staging is faster (2x128x256x256 bf16 32.5 vs 29.8).
-  if (allow_split && smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 <= kSms &&
+  if (allow_split && smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 <= sms &&
       split_eligible(p, aligned)) {
     GroupNormConfig s = split_config(p, aligned, 256, 8);
-    if (dtype_size(p.dtype) != 4 && ngroups * group_norm_split_chunks(p, s) < kSms) s.iters = 4;
+    if (dtype_size(p.dtype) != 4 && ngroups * group_norm_split_chunks(p, s) < sms) s.iters = 4;
     if (group_norm_split_chunks(p, s) <= kMaxSplitChunks) return s;
   }
   // 17-33 such groups of 16-bit values, at most 4 chunks of 32 KB per SM: one cooperative kernel
   // (a plan falls back to the next candidate on a device that cannot hold the grid at once).
   // H200: 1x128x256x256 bf16 16.0 us vs 17.4 streamed; the pair took 15.8, with two launches.
   if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 2 && nvec >= 32768 &&
-      ngroups * 8 > kSms && ngroups * 8 <= 2 * kSms && split_eligible(p, aligned)) {
+      ngroups * 8 > sms && ngroups * 8 <= 2 * sms && split_eligible(p, aligned)) {
     const GroupNormConfig s = split_config(p, aligned, 256, 8, true);
     const int64_t chunks = group_norm_split_chunks(p, s);
-    if (chunks <= kMaxSplitChunks && ngroups * chunks <= 4 * kSms) return s;
+    if (chunks <= kMaxSplitChunks && ngroups * chunks <= 4 * sms) return s;
   }
   // 17-33 fp32 groups of 512 KB-1 MB: 8 staged slices of 64-128 KB per group (512 threads
   // holding 8 vectors each, the rest in shared memory, 2 CTAs per SM) whose CTAs meet through
@@ -298,7 +310,7 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
   // clusters stays faster (13.6 vs 13.9). 16-bit types keep the register-held kernel above
   // (bf16 16.6 staged vs 16.4).
   if (allow_split && smem_eligible(p, cc, aligned) && dtype_size(p.dtype) == 4 && nvec > 32768 &&
-      nvec <= 65536 && ngroups * 8 > kSms && ngroups * 8 <= 2 * kSms) {
+      nvec <= 65536 && ngroups * 8 > sms && ngroups * 8 <= 2 * sms) {
     GroupNormConfig s = smem_config(p, 8, 512);
     s.coop = true;
     s.held = 8;
@@ -309,8 +321,8 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
   // staged 64 KB slices per SM. H200 sweep: 1x128x256x256 f32 29.1 us vs 34.8 staged, bf16 19.3
   // vs 20.6; at 64 groups (2x128x256x256 f32) staging is as fast (55.7 vs 55.5), so it keeps
   // staging.
-  if (smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 > kSms &&
-      ngroups * 8 <= 2 * kSms && fits_stream_l2(p)) {
+  if (smem_eligible(p, cc, aligned) && nvec >= 32768 && ngroups * 8 > sms &&
+      ngroups * 8 <= 2 * sms && fits_stream_l2(p)) {
     c.cluster = 8;
     c.stream = true;
     c.threads = c.team = 256;
@@ -366,7 +378,7 @@ GroupNormConfig heuristic(const GroupNormProblem& p, int cc, bool aligned, bool 
   // (~1 us) than they gain (H200: 2x1280x16x16 5.8 us alone vs 8.1 us in pairs).
   const int cmax = max_cluster(cc);
   int cs = 1;
-  while (cs < cmax && nvec >= 4096 && ngroups * cs < 2 * kSms && nvec / (2 * cs) >= 1024) cs *= 2;
+  while (cs < cmax && nvec >= 4096 && ngroups * cs < 2 * sms && nvec / (2 * cs) >= 1024) cs *= 2;
   // Grow the cluster until the group fits: 32 floats per thread in CTAs of up to 512 threads
   // first (measured best: more warps beat deeper per-thread queues), then 64 in up to 256.
   for (;;) {
@@ -533,14 +545,15 @@ void add_smem_candidates(const GroupNormProblem& p, int cc, bool aligned, Add&& 
 // launch (no cluster), for a few large groups in a tensor the device can hold on chip at once:
 // at most 8 CTAs per SM (a plan skips a grid the device cannot hold, Kernel::fits).
 template <class Add>
-void add_smem_coop_candidates(const GroupNormProblem& p, int cc, bool aligned, Add&& add) {
-  if (!smem_eligible(p, cc, aligned) || !fits_stream_l2(p)) return;
+void add_smem_coop_candidates(const GroupNormProblem& p, const Target& t, bool aligned, Add&& add) {
+  if (!smem_eligible(p, t.cc, aligned) || !fits_stream_l2(p)) return;
+  const int64_t sms = t.sm_count;
   const int64_t nvec = group_len(p) / (16 / static_cast<int64_t>(dtype_size(p.dtype)));
   const int64_t ngroups = p.N * p.groups;
   for (int parts = 2; parts <= kMaxSplitChunks; parts *= 2) {
     const int64_t share = ceil_div(nvec, parts);
     if (share > 8192) continue;
-    if (share < 1024 || ngroups * parts > 8 * kSms) break;
+    if (share < 1024 || ngroups * parts > 8 * sms) break;
     for (int threads : {256, 512}) {
       GroupNormConfig c = smem_config(p, parts, threads);
       c.coop = true;
@@ -557,15 +570,16 @@ void add_smem_coop_candidates(const GroupNormProblem& p, int cc, bool aligned, A
 
 }  // namespace
 
-std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
+std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, const Target& t,
                                                    bool aligned) {
-  const GroupNormConfig first = group_norm_heuristic(p, cc, aligned);
+  const int cc = t.cc;
+  const GroupNormConfig first = group_norm_heuristic(p, t, aligned);
   std::vector<GroupNormConfig> out{first};
   // The register-held variants below start from the heuristic's one-kernel choice, minus the
   // staging. A heuristic that needs a workspace (split, coop, pipe) has its capture fallback
   // second.
   const GroupNormConfig one_kernel =
-      first.needs_workspace() ? group_norm_capture_fallback(p, cc, aligned) : first;
+      first.needs_workspace() ? group_norm_capture_fallback(p, t, aligned) : first;
   GroupNormConfig h = one_kernel;
   h.smem = h.split = h.coop = h.pipe = false;  // one_kernel has none: kept false explicitly
   h.held = 0;
@@ -618,7 +632,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     }
   }
   add_smem_candidates(p, cc, aligned, add);
-  add_smem_coop_candidates(p, cc, aligned, add);
+  add_smem_coop_candidates(p, t, aligned, add);
   // The pipelined form: chunks of 16-64 KB (fp32), at most 32 values per thread (64 registers
   // keep 4 CTAs of 256 threads on an SM).
   if (pipe_eligible(p, cc, aligned)) {
@@ -640,6 +654,11 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, in
     }
   }
   return out;
+}
+
+std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
+                                                   bool aligned) {
+  return group_norm_candidates(p, Target::for_cc(cc), aligned);
 }
 
 int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig& c) {
@@ -733,6 +752,32 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
       .value(affine && c.smem_affine)
       .value(c.stream && fits_stream_l2(p));
   return {s};
+}
+
+}  // namespace kjit::ops
+
+namespace kjit::ops {
+
+std::vector<GroupNormConfig> group_norm_configs_for(const GroupNormProblem& p, const Target& t,
+                                                    const GroupNormOptions& opt, bool aligned) {
+  if (opt.autotune && !opt.config) return group_norm_candidates(p, t, aligned);
+  std::vector<GroupNormConfig> out{opt.config ? *opt.config : group_norm_heuristic(p, t, aligned)};
+  if (out[0].needs_workspace()) out.push_back(group_norm_capture_fallback(p, t, aligned));
+  return out;
+}
+
+std::vector<Spec> group_norm_specs_for(const GroupNormProblem& p, const Target& t,
+                                       const GroupNormOptions& opt, bool aligned) {
+  std::vector<Spec> out;
+  if (p.N == 0 || p.S == 0) return out;  // an empty tensor: the op launches nothing
+  std::vector<std::string> seen;
+  for (const GroupNormConfig& c : group_norm_configs_for(p, t, opt, aligned))
+    for (Spec& s : group_norm_specs(p, c))
+      if (std::find(seen.begin(), seen.end(), s.instantiation()) == seen.end()) {
+        seen.push_back(s.instantiation());
+        out.push_back(std::move(s));
+      }
+  return out;
 }
 
 }  // namespace kjit::ops

@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "kjit/kernel.hpp"
+#include "kjit/op/plan_table.hpp"
+#include "kjit/op/stream_workspaces.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "ops/candidate_errors.hpp"
-#include "plan_table.hpp"
-#include "stream_workspaces.hpp"
 
 namespace kjit::ops::detail {
 
@@ -55,15 +55,22 @@ struct GnArgs {
   float eps;
 };
 
-using GnPlanTable = kjit::detail::PlanTable<GnKey, GnPlan>;
+using GnPlanTable = kjit::op::PlanTable<GnKey, GnPlan>;
 
 // Split, coop and pipe plans' per-stream workspaces: partial statistics, and barrier words,
 // kept apart because the barrier words' even-indexed ones must be zero between calls
 // (group_barrier.cuh, group_norm_pipe.cuh), which another problem's partials written over them
 // would break. (The odd ones are coop's generations: any value.)
 struct GnWorkspaces {
-  kjit::detail::StreamWorkspaces partials;
-  kjit::detail::StreamWorkspaces barriers{true};  // zeroed when allocated
+  kjit::op::StreamWorkspaces partials;
+  kjit::op::StreamWorkspaces barriers{true};  // zeroed when allocated
+};
+
+// GroupNorm's per-runtime state (Runtime::extension<GnState>()).
+struct GnState {
+  explicit GnState(Runtime&) {}
+  GnPlanTable plans;
+  GnWorkspaces workspaces;
 };
 
 GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,

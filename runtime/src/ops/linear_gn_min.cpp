@@ -9,8 +9,8 @@
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
-#include "op_state.hpp"
 #include "ops/env.hpp"
+#include "ops/linear_gn_min_plan.hpp"
 
 namespace kjit::ops {
 
@@ -136,10 +136,12 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
       detail::autotune(rt, st, p, key, eps, plan.get());
     } else {
       detail::build_gemm(rt, st, p, key, &plan->gemm);
-      detail::build_kernel(rt, p,
-                           gn_min_heuristic(p, rt.props().cc(), rt.props().sm_count,
-                                            key.out_aligned, rt.props().max_smem_per_block_optin),
-                           nullptr, plan.get());
+      // What linear_gn_min_configs_for names (build_kernel matches its bias variant to the GEMM).
+      LinearGnMinOptions plain;
+      plain.bias_add = static_cast<LinearBiasAdd>(key.bias_add);
+      detail::build_kernel(
+          rt, p, linear_gn_min_configs_for(p, Target::of(rt), plain, key.out_aligned != 0).front(),
+          nullptr, plan.get());
     }
     return plan;
   });
@@ -291,7 +293,7 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
                    Workspace ws) {
   validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
-  detail::LgmState& st = rt.op_state().linear_gn_min;
+  detail::LgmState& st = rt.extension<detail::LgmState>();
   const size_t ab = ab_size(p.precision);
   const detail::LgmKey key =
       key_for(p, align_class(x, ab), align_class(weight, ab), align_class(linear_bias, 4),
@@ -300,7 +302,7 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
   // The plan knows the workspace size: no second validation on the hot path. kjit's own
   // workspace is held until the kernel is enqueued: the GEMM's output must reach this call's
   // kernel, not that of another thread enqueueing on the same stream.
-  kjit::detail::StreamWorkspaces::Lease lease;
+  kjit::op::StreamWorkspaces::Lease lease;
   if (!ws.ptr)
     lease = st.workspaces.lease(rt, stream, plan.ws.bytes(), "linear_gn_min", kReserveHint);
   const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : lease.ptr();
@@ -314,7 +316,7 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
                                       const LinearGnMinOptions& opt) {
   validate(p);
   check_options(p, opt);
-  detail::LgmState& st = rt.op_state().linear_gn_min;
+  detail::LgmState& st = rt.extension<detail::LgmState>();
   const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, nullptr);
   LinearGnMinInfo info;
@@ -330,8 +332,8 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
 }
 
 void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream) {
-  rt.op_state().linear_gn_min.workspaces.get(rt, stream, linear_gn_min_workspace_size(p),
-                                             "linear_gn_min", kReserveHint);
+  rt.extension<detail::LgmState>().workspaces.get(rt, stream, linear_gn_min_workspace_size(p),
+                                                  "linear_gn_min", kReserveHint);
 }
 
 }  // namespace kjit::ops

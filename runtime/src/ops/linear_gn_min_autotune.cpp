@@ -72,9 +72,7 @@ float time_ms(Runtime& rt, CUstream s, F&& call) {
 
 void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,
               LgmPlan* plan) {
-  const std::vector<GnMinConfig> cands =
-      gn_min_candidates(p, rt.props().cc(), rt.props().sm_count, key.out_aligned != 0,
-                        rt.props().max_smem_per_block_optin);
+  const std::vector<GnMinConfig> cands = gn_min_candidates(p, Target::of(rt), key.out_aligned != 0);
   init_gemm(p, &plan->gemm);
   const cache::Key ck = tune_key(rt, p, key, cands);
   cache::DiskCache& disk = rt.compiler().disk_cache();

@@ -301,3 +301,44 @@ size_t gn_min_smem_bytes(const LinearGnMinProblem& p, const GnMinConfig& c) {
 }
 
 }  // namespace kjit::ops
+
+namespace kjit::ops {
+
+GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, const Target& t, bool out_aligned) {
+  return gn_min_heuristic(p, t.cc, t.sm_count, out_aligned, t.max_smem_per_block);
+}
+
+std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, const Target& t,
+                                           bool out_aligned) {
+  return gn_min_candidates(p, t.cc, t.sm_count, out_aligned, t.max_smem_per_block);
+}
+
+std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, const Target& t,
+                                                   const LinearGnMinOptions& opt,
+                                                   bool out_aligned) {
+  const std::vector<GnMinConfig> base =
+      opt.autotune ? gn_min_candidates(p, t, out_aligned)
+                   : std::vector<GnMinConfig>{gn_min_heuristic(p, t, out_aligned)};
+  std::vector<GnMinConfig> out;
+  for (bool adds_bias : linear_gn_min_kernel_adds_bias(opt.bias_add, opt.autotune))
+    for (GnMinConfig c : base) {
+      c.linear_bias = adds_bias;
+      out.push_back(c);
+    }
+  return out;
+}
+
+std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Target& t,
+                                          const LinearGnMinOptions& opt, bool out_aligned) {
+  std::vector<Spec> out;
+  std::vector<std::string> seen;
+  for (const GnMinConfig& c : linear_gn_min_configs_for(p, t, opt, out_aligned))
+    for (Spec& s : gn_min_specs(p, c))
+      if (std::find(seen.begin(), seen.end(), s.instantiation()) == seen.end()) {
+        seen.push_back(s.instantiation());
+        out.push_back(std::move(s));
+      }
+  return out;
+}
+
+}  // namespace kjit::ops

@@ -12,9 +12,9 @@
 
 #include "cublaslt.hpp"
 #include "kjit/kernel.hpp"
+#include "kjit/op/plan_table.hpp"
+#include "kjit/op/stream_workspaces.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
-#include "plan_table.hpp"
-#include "stream_workspaces.hpp"
 
 namespace kjit::ops::detail {
 
@@ -65,18 +65,18 @@ struct LgmPlan {
   LgmWorkspace ws;
 };
 
-// Per-runtime state, a member of Runtime::OpState.
+// Linear-GN-min's per-runtime state (Runtime::extension<LgmState>()).
 class LgmState {
  public:
-  LgmState() = default;
+  explicit LgmState(Runtime&) {}
   LgmState(const LgmState&) = delete;
   LgmState& operator=(const LgmState&) = delete;
 
   cublasLtHandle_t handle(Runtime& rt);  // created on first use
-  kjit::detail::PlanTable<LgmKey, LgmPlan> plans;
+  kjit::op::PlanTable<LgmKey, LgmPlan> plans;
 
   // kjit's workspaces (Y, row minima, cuBLASLt's), one per stream.
-  kjit::detail::StreamWorkspaces workspaces;
+  kjit::op::StreamWorkspaces workspaces;
 
  private:
   std::once_flag handle_once_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kjit/dtype.hpp"
+#include "kjit/op/target.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/spec.hpp"
 
@@ -108,14 +109,32 @@ GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
 size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
                                     const GroupNormOptions& opt, CUstream stream);
 
-// For tools and tests that need no GPU: the default config for a device of compute capability
-// `cc` (e.g. 90), the candidates autotuning tries, and the specialization a config compiles to.
+// What a call compiles, the one source that the op, kjit-precompile and kjit-bench all use: the
+// configs a call for p on target t with options opt may load, in the op's order of preference,
+// for (un)aligned pointers. Without autotuning: opt.config, else the heuristic's choice; for a
+// config that needs a workspace, then the one-kernel config a capture falls back to. With
+// autotuning (opt.autotune; KJIT_AUTOTUNE is the caller's to fold in): every candidate.
+std::vector<GroupNormConfig> group_norm_configs_for(const GroupNormProblem& p, const Target& t,
+                                                    const GroupNormOptions& opt, bool aligned);
+// The specializations of those configs, each once, in that order (none for an empty tensor).
+std::vector<Spec> group_norm_specs_for(const GroupNormProblem& p, const Target& t,
+                                       const GroupNormOptions& opt, bool aligned);
+
+// For tools and tests that need no GPU: the default config for a target, the candidates
+// autotuning tries, and the specialization a config compiles to. The `int cc` forms are for a
+// 132-SM device of that compute capability (Target::for_cc).
+GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, const Target& t,
+                                     bool aligned = true);
+std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, const Target& t,
+                                                   bool aligned = true);
 GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned = true);
 std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
                                                    bool aligned = true);
 // Every kernel config c launches, in launch order: one, or two for a split config without coop.
 std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c);
 // The one-kernel config a split plan also loads, for captures on a stream with no workspace.
+GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, const Target& t,
+                                            bool aligned = true);
 GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, int cc, bool aligned = true);
 // Throws InvalidArgument when p breaks a rule (C % G, sizes, limits).
 void validate(const GroupNormProblem& p);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kjit/op/target.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/spec.hpp"
 
@@ -157,6 +158,20 @@ GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, int cc, int sm_count =
                              bool out_aligned = true, int64_t max_smem = 0);
 std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, int cc, int sm_count = 132,
                                            bool out_aligned = true, int64_t max_smem = 0);
+// The same for a Target: its cc, sm_count and max_smem_per_block.
+GnMinConfig gn_min_heuristic(const LinearGnMinProblem& p, const Target& t, bool out_aligned = true);
+std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, const Target& t,
+                                           bool out_aligned = true);
+// What a call compiles, the one source that the op, kjit-precompile and kjit-bench all use: the
+// fused kernel's configs for p on target t with options opt and an out pointer that is (not)
+// 16-byte aligned. The heuristic's config (or, with opt.autotune, every candidate), for each bias
+// variant the call may build (linear_gn_min_kernel_adds_bias). The cuBLASLt GEMM compiles
+// nothing.
+std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, const Target& t,
+                                                   const LinearGnMinOptions& opt, bool out_aligned);
+// The specializations of those configs, each once, in that order.
+std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Target& t,
+                                          const LinearGnMinOptions& opt, bool out_aligned);
 Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c);
 // Everything config c compiles: gn_min_spec, then (split) the broadcast kernel's.
 constexpr int kGnMinBroadcastThreads = 256;

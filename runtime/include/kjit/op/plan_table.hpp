@@ -1,5 +1,6 @@
-// A table from a small POD key to a plan, built once per key. Lookups take a shared lock only
-// for the find (no allocation, no hashing of sources); callers launch after the lock is gone.
+// Op support: a table from a small POD key to a plan, built once per key. Lookups take a shared
+// lock only for the find (no allocation, no hashing of sources); callers launch after the lock is
+// gone.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
-namespace kjit::detail {
+namespace kjit::op {
 
 template <class Key>
 struct PodHash {
@@ -70,4 +71,4 @@ class PlanTable {
   std::unordered_map<Key, std::shared_ptr<std::mutex>, PodHash<Key>, PodEqual<Key>> building_;
 };
 
-}  // namespace kjit::detail
+}  // namespace kjit::op

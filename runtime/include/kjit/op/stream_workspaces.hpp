@@ -1,6 +1,6 @@
-// Device scratch memory kjit keeps per stream for ops that need it (Linear-GN-min's GEMM output,
-// GroupNorm's split statistics). Work on one stream runs in order, so one buffer per stream is
-// never used by two calls at once.
+// Op support: device scratch memory kept per stream for ops that need it (Linear-GN-min's GEMM
+// output, GroupNorm's split statistics, or a host app's own op). Work on one stream runs in order,
+// so one buffer per stream is never used by two calls at once.
 #pragma once
 
 #include <cuda.h>
@@ -14,7 +14,7 @@
 
 namespace kjit {
 class Runtime;
-namespace detail {
+namespace op {
 
 class StreamWorkspaces {
  public:
@@ -81,5 +81,5 @@ class StreamWorkspaces {
   std::vector<CUdeviceptr> retired_;
 };
 
-}  // namespace detail
+}  // namespace op
 }  // namespace kjit
