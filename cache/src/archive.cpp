@@ -80,9 +80,17 @@ class BodyReader {
 }  // namespace
 
 ArchiveWriter::ArchiveWriter(const std::string& path) : path_(path), temp_(temp_path_for(path)) {
-  fd_ = open_fd(temp_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
+  fd_ = open_fd(temp_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (!fd_.valid())
     throw std::runtime_error("kjit cache: cannot create " + temp_ + ": " + errno_text(errno));
+  // 0644 whatever the umask: an archive is code that someone will import, so no one else may
+  // write it (import checks it only against itself), and anyone may read it to ship it.
+  if (::fchmod(fd_.get(), 0644) != 0) {
+    const int err = errno;
+    ::unlink(temp_.c_str());
+    throw std::runtime_error("kjit cache: cannot set the mode of " + temp_ + ": " +
+                             errno_text(err));
+  }
   try {
     write(kArchiveMagic);
     write(le(kArchiveVersion, 4));

@@ -69,10 +69,15 @@ DiskCache::Impl::Impl(Options o)
   }
   if (mode == Mode::Off) return;
   std::string why;
-  root = resolve_path(opts.dir, &why);
+  bool untrusted = false;
+  root = resolve_path(opts.dir, *trust, &why, &untrusted);
   if (root.empty()) {
     root = opts.dir;
-    refuse(why);
+    if (untrusted) {
+      refuse(why);
+    } else {  // cannot be resolved (a folder on the way we may not search): nothing to use
+      unusable(why);
+    }
   } else if (why = trust->chain_problem(root); !why.empty()) {
     refuse(why);
   } else if (mode == Mode::ReadWrite) {
@@ -86,6 +91,15 @@ void DiskCache::Impl::check_readable() {
   Folder v1;
   std::string why;
   if (open_v1(false, &v1, &why) == OpenStatus::Untrusted) refuse(why);
+}
+
+void DiskCache::Impl::unusable(const std::string& why) {
+  if (mode == Mode::ReadWrite) {
+    read_only_reason = why;
+    if (first_time_for("read-only " + opts.dir))
+      warn("cache dir " + opts.dir + " cannot be used (" + why + "); using no cache");
+  }
+  mode = Mode::ReadOnly;  // every lookup a miss: the folder cannot be reached
 }
 
 void DiskCache::Impl::refuse(const std::string& why) {

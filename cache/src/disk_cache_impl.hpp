@@ -60,6 +60,7 @@ struct DiskCache::Impl {
 
  private:
   void refuse(const std::string& why);
+  void unusable(const std::string& why);
   void check_writable();
   void check_readable();
 };

@@ -62,8 +62,7 @@ EntryRead read_entry_file(const Folder& shard, std::string_view name, const Trus
   if (::fstat(r.fd.get(), &st) != 0)
     return fail(std::move(r), ReadStatus::Failed, path, errno_text(errno));
   if (std::string problem = trust.file_problem(st); !problem.empty())
-    return fail(std::move(r), S_ISREG(st.st_mode) ? ReadStatus::Untrusted : ReadStatus::Corrupt,
-                path, problem);
+    return fail(std::move(r), ReadStatus::Untrusted, path, problem);
   r.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000ll + st.st_mtim.tv_nsec;
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > kMaxEntryBytes)

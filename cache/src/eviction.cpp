@@ -91,7 +91,8 @@ uint64_t remove_stale_temps(const Folder& v1, const Scan& scan, int64_t now) {
   for (const auto& t : scan.temps) {
     if (now - t.mtime_ns < kTempGraceNs) continue;
     const int err = in_folder(v1, t, [&](const Folder& f) {
-      UniqueFd fd = f.open_file(t.name, O_RDONLY);
+      // Read-write: NFSv4 refuses an exclusive lock on a descriptor opened read-only (EBADF).
+      UniqueFd fd = f.open_file(t.name, O_RDWR);
       struct stat st;
       if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return EINVAL;
       // Held while unlinking: no writer can be behind it.
@@ -135,7 +136,10 @@ uint64_t remove_older_than(const Folder& v1, Scan* scan, int64_t cutoff_ns) {
   auto keep = scan->entries.begin();
   for (auto& e : scan->entries) {
     if (e.mtime_ns >= cutoff_ns) {
-      *keep++ = std::move(e);
+      // Not onto itself: a string moved onto itself comes out empty (libstdc++), and a kept
+      // entry with no name could never be removed by a later pass.
+      if (&*keep != &e) *keep = std::move(e);
+      ++keep;
       continue;
     }
     // Dropped from the list either way (a failed unlink would fail again on a retry), but only

@@ -49,7 +49,10 @@ std::optional<FileLock> FileLock::acquire(const Folder& dir, const std::string& 
   const auto deadline = Clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
-    UniqueFd fd = dir.open_file(name, O_RDWR | O_CREAT, trust.file_mode());
+    // Made with the exact mode and group (in a shared cache, every member must open it), or
+    // opened as it is.
+    UniqueFd fd = dir.create_file(name, trust, O_RDWR);
+    if (!fd.valid() && errno == EEXIST) fd = dir.open_file(name, O_RDWR);
     struct stat st;
     // A lock file is only ever a regular file of ours: a FIFO or device planted at its name is
     // not locked (nor written, nor waited on: O_NONBLOCK).

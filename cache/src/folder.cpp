@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -39,33 +40,14 @@ int set_created_mode(int fd, const Trust* trust, bool folder) {
   return ::fchmod(fd, folder ? trust->folder_mode() : trust->file_mode()) == 0 ? 0 : errno;
 }
 
-int make_dirs_for(const std::string& path, mode_t mode) {
-  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
-    const std::string part = pos == std::string::npos ? path : path.substr(0, pos);
-    if (::mkdir(part.c_str(), mode) == 0) {
-      // Made here: exact mode now (the last one gets it from finish(), by descriptor).
-      if (pos != std::string::npos && ::chmod(part.c_str(), mode) != 0) return errno;
-    } else if (errno != EEXIST) {
-      return errno;
-    }
-    if (pos == std::string::npos) return 0;
-  }
-}
-
 struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
 };
 
 }  // namespace
 
-OpenStatus Folder::finish(UniqueFd fd, std::string path, bool created, const Trust* trust,
-                          Folder* out, std::string* why) {
-  if (created) {
-    if (int err = set_created_mode(fd.get(), trust, true)) {
-      *why = path + ": cannot set its mode: " + errno_text(err);
-      return OpenStatus::Failed;
-    }
-  }
+OpenStatus Folder::finish(UniqueFd fd, std::string path, const Trust* trust, Folder* out,
+                          std::string* why) {
   if (trust) {
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) {
@@ -82,33 +64,43 @@ OpenStatus Folder::finish(UniqueFd fd, std::string path, bool created, const Tru
   return OpenStatus::Ok;
 }
 
+// Walks from "/" one component at a time, each opened relative to its parent with O_NOFOLLOW:
+// a symlink swapped in anywhere after resolve_path() is refused, not followed, and only a folder
+// this walk itself made (mkdirat returned 0) gets its mode set.
 OpenStatus Folder::open(const std::string& path, bool create, const Trust* trust, Folder* out,
                         std::string* why) {
-  const mode_t mode = trust ? trust->folder_mode() : 0700;
-  struct stat before;
-  const bool existed = ::lstat(path.c_str(), &before) == 0;
-  if (create && !existed) {
-    if (int err = make_dirs_for(path, mode & 0777)) {
-      *why = path + ": cannot create it: " + errno_text(err);
-      return OpenStatus::Failed;
-    }
+  Folder at(open_fd("/", O_RDONLY | O_DIRECTORY), "");
+  if (!at.valid()) {
+    *why = "/: " + errno_text(errno);
+    return OpenStatus::Failed;
   }
-  UniqueFd fd = open_fd(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-  if (!fd.valid()) {
-    const int err = link_errno(errno, ::lstat(path.c_str(), &before) == 0 ? &before : nullptr);
-    *why = open_error(path, err);
-    return status_of(err);
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    const size_t end = std::min(path.find('/', pos), path.size());
+    const std::string name = path.substr(pos, end - pos);
+    pos = end + 1;
+    if (name.empty()) continue;
+    Folder next;
+    // Folders above the cache are checked as ancestors at open (Trust::chain_problem); the last
+    // one is the cache folder, checked here.
+    const bool last = pos > path.size();
+    const OpenStatus s = at.sub(name, create, last ? trust : nullptr, &next, why, trust);
+    if (s != OpenStatus::Ok) return s;
+    at = std::move(next);
   }
-  return finish(std::move(fd), path, create && !existed, trust, out, why);
+  if (at.path_.empty()) at.path_ = "/";
+  *out = std::move(at);
+  return OpenStatus::Ok;
 }
 
 OpenStatus Folder::sub(std::string_view name, bool create, const Trust* trust, Folder* out,
-                       std::string* why) const {
+                       std::string* why, const Trust* made_with) const {
   const std::string n(name);
   const std::string path = path_of(name);
+  if (!made_with) made_with = trust;
   bool created = false;
   if (create) {
-    const mode_t mode = trust ? trust->folder_mode() & 0777 : 0700;
+    const mode_t mode = made_with ? made_with->folder_mode() & 0777 : 0700;
     created = ::mkdirat(fd_.get(), n.c_str(), mode) == 0;
     if (!created && errno != EEXIST) {
       const int err = errno;
@@ -128,7 +120,15 @@ OpenStatus Folder::sub(std::string_view name, bool create, const Trust* trust, F
     *why = open_error(path, err);
     return status_of(err);
   }
-  return finish(UniqueFd(fd), path, created, trust, out, why);
+  if (created) {
+    if (int err = set_created_mode(fd, made_with, true)) {
+      ::close(fd);
+      ::unlinkat(fd_.get(), n.c_str(), AT_REMOVEDIR);  // nothing half-made is left behind
+      *why = path + ": cannot set its mode: " + errno_text(err);
+      return OpenStatus::Failed;
+    }
+  }
+  return finish(UniqueFd(fd), path, trust, out, why);
 }
 
 UniqueFd Folder::open_file(std::string_view name, int flags, mode_t mode) const {
@@ -140,8 +140,8 @@ UniqueFd Folder::open_file(std::string_view name, int flags, mode_t mode) const 
   return UniqueFd(fd);
 }
 
-UniqueFd Folder::create_file(std::string_view name, const Trust& trust) const {
-  UniqueFd fd = open_file(name, O_WRONLY | O_CREAT | O_EXCL, trust.file_mode());
+UniqueFd Folder::create_file(std::string_view name, const Trust& trust, int flags) const {
+  UniqueFd fd = open_file(name, flags | O_CREAT | O_EXCL, trust.file_mode());
   if (!fd.valid()) return fd;
   if (int err = set_created_mode(fd.get(), &trust, false)) {
     ::unlinkat(fd_.get(), std::string(name).c_str(), 0);
@@ -193,42 +193,92 @@ int Folder::rename(std::string_view from, std::string_view to) const {
              : errno;
 }
 
-std::string resolve_path(const std::string& path, std::string* why) {
+namespace {
+
+std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    const size_t end = std::min(path.find('/', pos), path.size());
+    if (end > pos) out.push_back(path.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string parent_of(const std::string& p) {
+  const size_t slash = p.find_last_of('/');
+  return slash == 0 || slash == std::string::npos ? "" : p.substr(0, slash);
+}
+
+}  // namespace
+
+// Like realpath(3), one component at a time, so that every symlink is seen (and its owner
+// checked) before it is followed; the part that does not exist yet is appended as written.
+std::string resolve_path(const std::string& path, const Trust& trust, std::string* why,
+                         bool* untrusted) {
+  *untrusted = false;
   if (path.empty()) {
     *why = "the cache folder is an empty path";
     return {};
   }
-  std::string head = path;
-  if (head[0] != '/') {
+  std::string start = path;
+  if (start[0] != '/') {
     char cwd[PATH_MAX];
     if (!::getcwd(cwd, sizeof cwd)) {
       *why = path + ": cannot resolve it: " + errno_text(errno);
       return {};
     }
-    head = std::string(cwd) + "/" + head;
+    start = std::string(cwd) + "/" + start;
   }
-  std::string rest;  // the components that do not exist yet
-  for (int depth = 0; depth < 256; ++depth) {
-    if (char* r = ::realpath(head.c_str(), nullptr)) {
-      std::string out(r);
-      std::free(r);
-      return rest.empty() ? out : (out == "/" ? "" : out) + "/" + rest;
-    }
-    if (errno != ENOENT && errno != ENOTDIR) {
-      *why = head + ": " + errno_text(errno);
-      return {};
-    }
-    const size_t slash = head.find_last_of('/');
-    const std::string name = head.substr(slash + 1);
+  std::vector<std::string> todo = components(start);
+  std::reverse(todo.begin(), todo.end());  // a stack: next component last
+  std::string done;                        // resolved so far, "" for "/"
+  bool missing = false;                    // below here nothing exists yet
+  for (int links = 0; !todo.empty();) {
+    const std::string name = todo.back();
+    todo.pop_back();
+    if (name == ".") continue;
     if (name == "..") {
-      *why = path + ": '..' after a folder that does not exist";
+      if (missing) {
+        *why = path + ": '..' after a folder that does not exist";
+        return {};
+      }
+      done = parent_of(done);
+      continue;
+    }
+    const std::string next = done + "/" + name;
+    struct stat st;
+    if (missing || ::lstat(next.c_str(), &st) != 0) {
+      if (!missing && errno != ENOENT && errno != ENOTDIR) {
+        *why = next + ": " + errno_text(errno);
+        return {};
+      }
+      missing = true;
+      done = next;
+      continue;
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      done = next;
+      continue;
+    }
+    if (std::string problem = trust.link_problem(st); !problem.empty()) {
+      *why = next + " is a symbolic link that " + problem;
+      *untrusted = true;
       return {};
     }
-    if (!name.empty() && name != ".") rest = rest.empty() ? name : name + "/" + rest;
-    head = slash == 0 ? "/" : head.substr(0, slash);
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(next.c_str(), target, sizeof target - 1);
+    if (n < 0 || ++links > 40) {
+      *why = next + ": " + errno_text(n < 0 ? errno : ELOOP);
+      return {};
+    }
+    const std::string to(target, static_cast<size_t>(n));
+    if (!to.empty() && to[0] == '/') done.clear();
+    std::vector<std::string> more = components(to);
+    for (auto it = more.rbegin(); it != more.rend(); ++it) todo.push_back(*it);
   }
-  *why = path + ": too many components";
-  return {};
+  return done.empty() ? "/" : done;
 }
 
 }  // namespace kjit::cache::detail

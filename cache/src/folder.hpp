@@ -3,6 +3,7 @@
 // the cache is never followed: it fails to open (ELOOP, ENOTDIR) or is seen as the link it is.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <string>
@@ -25,14 +26,16 @@ class Folder {
  public:
   Folder() = default;
 
-  // The folder at `path` (absolute; its chain already trusted), made with `trust`'s mode (and any
-  // missing parents) when `create`. `trust` checks its owner and mode; nullptr skips that (for
-  // deleting, which never reads). On failure `why` says "<path>: <reason>".
+  // The folder at `path` (absolute, resolved by resolve_path, its chain already trusted), made
+  // with `trust`'s mode (and any missing parents) when `create`. `trust` checks its owner and
+  // mode; nullptr skips that (for deleting, which never reads). On failure `why` says
+  // "<path>: <reason>".
   static OpenStatus open(const std::string& path, bool create, const Trust* trust, Folder* out,
                          std::string* why);
-  // The subfolder `name`, as open() does.
+  // The subfolder `name`, as open() does. A folder it makes gets `made_with`'s mode and group
+  // (default: `trust`'s), set exactly, or is removed again.
   OpenStatus sub(std::string_view name, bool create, const Trust* trust, Folder* out,
-                 std::string* why) const;
+                 std::string* why, const Trust* made_with = nullptr) const;
 
   bool valid() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
@@ -42,8 +45,9 @@ class Folder {
   // open(2) of `name` with O_NOFOLLOW, O_NONBLOCK (a FIFO never blocks) and O_CLOEXEC added;
   // errno is left set on failure.
   UniqueFd open_file(std::string_view name, int flags, mode_t mode = 0) const;
-  // A new file `name` (O_EXCL) with `trust`'s exact file mode, open for writing.
-  UniqueFd create_file(std::string_view name, const Trust& trust) const;
+  // A new file `name` (O_EXCL) with `trust`'s exact file mode and group, open with `flags`
+  // (O_WRONLY or O_RDWR).
+  UniqueFd create_file(std::string_view name, const Trust& trust, int flags = O_WRONLY) const;
   // Every name but . and .., with its lstat.
   std::vector<NameInfo> list() const;
   // unlink of `name` when it is a regular file (0), else the errno (EISDIR for anything else).
@@ -55,15 +59,19 @@ class Folder {
 
  private:
   Folder(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
-  static OpenStatus finish(UniqueFd fd, std::string path, bool created, const Trust* trust,
-                           Folder* out, std::string* why);
+  static OpenStatus finish(UniqueFd fd, std::string path, const Trust* trust, Folder* out,
+                           std::string* why);
 
   UniqueFd fd_;
   std::string path_;
 };
 
 // `path` made absolute with every symlink resolved, also when its last components do not exist
-// yet (the resolved existing part, plus the rest). Empty with `why` set when it cannot be.
-std::string resolve_path(const std::string& path, std::string* why);
+// yet (the resolved existing part, plus the rest). A symlink on the way is followed only when
+// `trust` accepts its owner (this user, root, or a member of the shared group): someone else's
+// link, in /tmp say, would let them choose where the cache is made. Empty with `why` set when it
+// cannot be resolved; *untrusted tells a link refused by the rule from an OS error.
+std::string resolve_path(const std::string& path, const Trust& trust, std::string* why,
+                         bool* untrusted);
 
 }  // namespace kjit::cache::detail

@@ -21,53 +21,72 @@ std::string octal(mode_t mode) {
   return buf;
 }
 
+// getgrgid_r and friends with a buffer that grows on ERANGE (a group with thousands of members
+// does not fit the usual 16 KB). The buffer lives as long as the result.
+template <class Entry, class Call>
+bool lookup(Entry* entry, std::vector<char>* buf, Call call) {
+  buf->resize(16384);
+  for (;;) {
+    Entry* found = nullptr;
+    const int err = call(entry, buf->data(), buf->size(), &found);
+    if (err == ERANGE && buf->size() < (size_t{64} << 20)) {
+      buf->resize(buf->size() * 4);
+      continue;
+    }
+    return err == 0 && found;
+  }
+}
+
+bool group_by_gid(gid_t gid, group* gr, std::vector<char>* buf) {
+  return lookup(
+      gr, buf, [&](group* g, char* b, size_t n, group** f) { return getgrgid_r(gid, g, b, n, f); });
+}
+
+bool user_by_uid(uid_t uid, passwd* pw, std::vector<char>* buf) {
+  return lookup(pw, buf, [&](passwd* p, char* b, size_t n, passwd** f) {
+    return getpwuid_r(uid, p, b, n, f);
+  });
+}
+
 std::string group_name(gid_t gid) {
-  std::vector<char> buf(16384);
+  std::vector<char> buf;
   group gr;
-  group* found = nullptr;
-  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found && gr.gr_name)
-    return gr.gr_name;
-  return std::to_string(gid);
+  return group_by_gid(gid, &gr, &buf) && gr.gr_name ? gr.gr_name : std::to_string(gid);
 }
 
 std::string user_name(uid_t uid) {
-  std::vector<char> buf(16384);
+  std::vector<char> buf;
   passwd pw;
-  passwd* found = nullptr;
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found && pw.pw_name)
-    return pw.pw_name;
-  return std::to_string(uid);
+  return user_by_uid(uid, &pw, &buf) && pw.pw_name ? pw.pw_name : std::to_string(uid);
 }
 
 }  // namespace
 
 Trust::Trust(const std::string& shared_group) : uid_(::geteuid()), primary_gid_(::getegid()) {
-  std::vector<char> buf(16384);
+  std::vector<char> buf;
   passwd pw;
-  passwd* found = nullptr;
-  if (getpwuid_r(uid_, &pw, buf.data(), buf.size(), &found) == 0 && found) {
+  if (user_by_uid(uid_, &pw, &buf)) {
     user_name_ = pw.pw_name ? pw.pw_name : "";
     primary_gid_ = pw.pw_gid;
   }
   if (shared_group.empty()) return;
   group gr;
-  group* g = nullptr;
-  const int err = getgrnam_r(shared_group.c_str(), &gr, buf.data(), buf.size(), &g);
-  if (err != 0 || !g)
-    throw std::runtime_error("KJIT_CACHE_SHARED=" + shared_group + ": no such group" +
-                             (err ? " (" + errno_text(err) + ")" : std::string()));
-  shared_gid_ = g->gr_gid;
+  const bool found = lookup(&gr, &buf, [&](group* g, char* b, size_t n, group** f) {
+    return getgrnam_r(shared_group.c_str(), g, b, n, f);
+  });
+  if (!found) throw std::runtime_error("KJIT_CACHE_SHARED=" + shared_group + ": no such group");
+  shared_gid_ = gr.gr_gid;
 }
 
 // Debian-style user private groups (umask 002): a group named after the user with no other
 // member gives nobody else write access, as OpenSSH's Debian patch for StrictModes also allows.
 bool Trust::group_is_users_own(gid_t gid) const {
-  if (gid != primary_gid_ || user_name_.empty()) return false;
-  std::vector<char> buf(16384);
+  // Never gid 0: other accounts have it as their primary group (RHEL's operator), which its
+  // member list does not show.
+  if (gid == 0 || gid != primary_gid_ || user_name_.empty()) return false;
+  std::vector<char> buf;
   group gr;
-  group* found = nullptr;
-  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) != 0 || !found) return false;
-  if (user_name_ != gr.gr_name) return false;
+  if (!group_by_gid(gid, &gr, &buf) || user_name_ != gr.gr_name) return false;
   for (char** m = gr.gr_mem; m && *m; ++m)
     if (user_name_ != *m) return false;
   return true;
@@ -75,25 +94,22 @@ bool Trust::group_is_users_own(gid_t gid) const {
 
 bool Trust::in_shared_group(uid_t uid) const {
   if (!shared_gid_) return false;
-  std::vector<char> buf(16384);
+  std::vector<char> buf, gbuf;
   passwd pw;
-  passwd* who = nullptr;
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &who) != 0 || !who) return false;
-  if (pw.pw_gid == *shared_gid_) return true;
-  const std::string name = pw.pw_name ? pw.pw_name : "";
-  std::vector<char> gbuf(65536);
   group gr;
-  group* found = nullptr;
-  if (getgrgid_r(*shared_gid_, &gr, gbuf.data(), gbuf.size(), &found) != 0 || !found) return false;
+  if (!user_by_uid(uid, &pw, &buf)) return false;
+  if (pw.pw_gid == *shared_gid_) return true;
+  if (!pw.pw_name || !group_by_gid(*shared_gid_, &gr, &gbuf)) return false;
   for (char** m = gr.gr_mem; m && *m; ++m)
-    if (name == *m) return true;
+    if (std::string(pw.pw_name) == *m) return true;
   return false;
 }
 
 std::string Trust::owner_problem(const struct stat& st) const {
   if (st.st_uid == uid_ || st.st_uid == 0 || in_shared_group(st.st_uid)) return {};
+  const std::string me = user_name_.empty() ? std::to_string(uid_) : user_name_;
   return "is owned by " + user_name(st.st_uid) + ", not by " +
-         (user_name_.empty() ? std::to_string(uid_) : user_name_) + " or root" +
+         (uid_ == 0 ? std::string("root") : me + " or root") +
          (shared_gid_ ? " or a member of group " + group_name(*shared_gid_) : std::string());
 }
 
@@ -127,14 +143,16 @@ std::string Trust::chain_problem(const std::string& path) const {
   std::string p = path;
   for (bool first = true;; first = false) {
     struct stat st;
-    errno = 0;
     // Missing folders are made by kjit, with its own mode; a file in the way makes that fail,
     // which is a folder that cannot be written, not one to distrust.
-    if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const bool seen = ::lstat(p.c_str(), &st) == 0;
+    if (seen && S_ISLNK(st.st_mode))
+      return p + " is a symbolic link (swapped in after it was resolved)";
+    if (seen && S_ISDIR(st.st_mode)) {
       std::string why = owner_problem(st);
       if (why.empty()) why = write_problem(st, !first);
       if (!why.empty()) return p + " " + why;
-    } else if (errno != ENOENT && errno != ENOTDIR && errno != 0) {
+    } else if (!seen && errno != ENOENT && errno != ENOTDIR) {
       return p + ": " + errno_text(errno);
     }
     if (p == "/") return {};

@@ -28,6 +28,8 @@ class Trust {
   // Empty when trusted, else the rule it breaks ("is writable by group 'staff' (mode 0775)").
   std::string folder_problem(const struct stat& st) const;
   std::string file_problem(const struct stat& st) const;
+  // A symlink on the way to the cache folder: whose it is decides where the cache goes.
+  std::string link_problem(const struct stat& st) const { return owner_problem(st); }
   // Every folder from `path` (absolute, no symlinks: realpath'd) up to "/" (those that do not
   // exist yet are skipped: kjit makes them). The first problem found, prefixed with the folder's
   // path; empty when the whole chain is trusted.

@@ -459,3 +459,77 @@ TEST_CASE("the cache's warnings escape control bytes from labels and paths") {
   CHECK(warning.find('\x1b') == std::string::npos);
   CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
 }
+
+// Found by review: another user's symlink on the way to the cache folder let them choose where a
+// root process made (and chmod'ed) its cache; kjit follows only links of its user or root.
+TEST_CASE("a symlink on the cache path is followed only when it is the user's or root's") {
+  TempDir tmp;
+  const std::string target = tmp / "target", link = tmp / "link";
+  REQUIRE(::mkdir(target.c_str(), 0755) == 0);
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  {
+    DiskCache mine(options_for(link + "/cache"));
+    CHECK(mine.mode() == Mode::ReadWrite);
+  }
+  CHECK((mode_of(target) & 07777) == 0755);  // a folder kjit did not make keeps its mode
+  if (::geteuid() == 0) {
+    REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+    DiskCache theirs(options_for(link + "/cache2"));
+    CHECK(theirs.mode() == Mode::Off);
+    CHECK(theirs.refused_reason().find(link + " is a symbolic link that is owned by nobody") !=
+          std::string::npos);
+    CHECK_FALSE(exists(target + "/cache2"));
+  }
+}
+
+TEST_CASE("an existing cache folder keeps its mode; only folders kjit makes get 0700") {
+  TempDir tmp;
+  const std::string dir = tmp / "cache";
+  REQUIRE(::mkdir(dir.c_str(), 0750) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0750) == 0);
+  DiskCache cache(options_for(dir));
+  REQUIRE(cache.put(key_of("k"), entry_of("v")));
+  CHECK((mode_of(dir) & 07777) == 0750);
+  CHECK((mode_of(dir + "/v1") & 07777) == 0700);
+}
+
+// Found by review: the age pass moved each kept record onto itself (empty name), so a size target
+// given with it deleted nothing.
+TEST_CASE("prune with an age and a size enforces both") {
+  TempDir tmp;
+  DiskCache cache(options_for(tmp.path()));
+  for (int i = 0; i < 5; ++i) REQUIRE(cache.put(key_of("e" + std::to_string(i)), entry_of("v")));
+  CHECK(cache.prune(uint64_t{0}, std::chrono::seconds(3600)) == 5);
+  CHECK(cache.list().empty());
+}
+
+TEST_CASE("an exported archive is 0644 whatever the umask") {
+  TempDir tmp;
+  {
+    DiskCache c(options_for(tmp / "cache"));
+    REQUIRE(c.put(key_of("k"), entry_of("v")));
+  }
+  Umask open_umask(0);
+  DiskCache cache(options_for(tmp / "cache", Mode::ReadOnly));
+  REQUIRE(cache.export_to(tmp / "a.kjitar") == 1);
+  CHECK((mode_of(tmp / "a.kjitar") & 07777) == 0644);
+}
+
+// Found by review: lock files took their mode from the umask, so in a shared cache another
+// member could not open evict.lock and never trimmed.
+TEST_CASE("a shared cache's lock files are the team's to open, whatever the umask") {
+  TempDir tmp;
+  Umask strict(077);
+  Options o = options_for(tmp / "team");
+  struct group* g = ::getgrgid(::getegid());
+  REQUIRE(g);
+  o.shared_group = g->gr_name;
+  DiskCache team(o);
+  REQUIRE(team.mode() == Mode::ReadWrite);
+  bool made = false;
+  team.get_or_make(
+      key_of("k"), [] { return entry_of("v"); }, &made);
+  team.prune(std::nullopt, std::nullopt);  // takes evict.lock, made now
+  CHECK((mode_of(tmp / "team/v1/evict.lock") & 07777) == 0660);
+  CHECK((mode_of(tmp / "team/v1/locks") & 07777) == 02770);
+}
