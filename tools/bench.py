@@ -171,7 +171,7 @@ def bench_group_norm(kj, case, replays):
 
 
 class Model(torch.nn.Module):
-    """The seed module of DESIGN.md: Linear -> GroupNorm -> min over channels -> + bias."""
+    """The seed module (docs/ARCHITECTURE.md, "The seed workloads"): Linear -> GroupNorm -> min over channels -> + bias."""
 
     def __init__(self, in_f, out_f, groups):
         super().__init__()

@@ -239,7 +239,7 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   return out;
 }
 
-// The two seed workloads (DESIGN.md). JSON has no comments, hence the C++ ones.
+// The two seed workloads (docs/ARCHITECTURE.md). JSON has no comments, hence the C++ ones.
 const char* const kDefaultManifest = R"({
   "problems": [
     {"op": "group_norm", "dtype": "f32", "layout": "nchw", "shape": [8, 256, 24, 24],

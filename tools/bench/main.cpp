@@ -1,6 +1,6 @@
 // kjit-bench: device time, host overhead and bandwidth of kjit's ops over a shape list, plus
-// the JIT path's costs; JSON out. Peers (PyTorch eager / torch.compile) are measured by
-// tools/bench_peers.py in the same way; tools/bench.py runs both and prints the table.
+// the JIT path's costs; JSON out. tools/bench.py runs it, measures the peers (PyTorch eager,
+// torch.compile) the same way in the same process, and prints the table.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-// Linear -> GroupNorm -> min over channels -> + bias (DESIGN.md, "Ops" item 2), exactly as
+// Linear -> GroupNorm -> min over channels -> + bias (docs/ARCHITECTURE.md, "The seed workloads"), exactly as
 //
 //   x = nn.Linear(K, N)(x)                       # x [M, K] -> [M, N]; weight [N, K], bias lb [N]
 //   x = nn.GroupNorm(G, N)(x)                    # own gamma/beta [N] and eps
