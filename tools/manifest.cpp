@@ -160,8 +160,8 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   try {
     validate(p);
   } catch (const Error& e) {
-    const std::string m = e.what();
-    throw EntryError(m.find("groups =") != std::string::npos ? "groups" : "shape", m);
+    // The problem's field (Error::field) as the manifest names it: N, C and S come from "shape".
+    throw EntryError(e.field() == "groups" ? "groups" : "shape", e.what());
   }
 
   OpSpecs out;
@@ -221,11 +221,8 @@ OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
   try {
     validate(p);
   } catch (const Error& e) {
-    // The rule's first operand names the field: "linear_gn_min: K = ... exceeds ...".
-    const std::string m = e.what();
-    const std::string prefix = "linear_gn_min: ";
-    const char first = m.rfind(prefix, 0) == 0 && m.size() > prefix.size() ? m[prefix.size()] : 'N';
-    throw EntryError(first == 'M' ? "M" : first == 'K' ? "K" : first == 'G' ? "groups" : "N", m);
+    // The problem's field (Error::field) as the manifest names it: G is "groups".
+    throw EntryError(e.field() == "G" ? "groups" : e.field(), e.what());
   }
 
   OpSpecs out;

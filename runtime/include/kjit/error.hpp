@@ -27,12 +27,22 @@ class Error : public std::runtime_error {
  public:
   Error(Errc code, const std::string& message, std::string log = {})
       : std::runtime_error(message), code_(code), log_(std::move(log)) {}
+  // An InvalidArgument about one field of a problem, options or call ("groups", "M", "eps", "x"),
+  // so that callers (kjit-precompile's manifest, the C ABI, a host app) can point at it without
+  // parsing the message.
+  static Error invalid(std::string field, const std::string& message) {
+    Error e(Errc::InvalidArgument, message);
+    e.field_ = std::move(field);
+    return e;
+  }
   Errc code() const noexcept { return code_; }
   const std::string& log() const noexcept { return log_; }
+  const std::string& field() const noexcept { return field_; }  // empty when not about one field
 
  private:
   Errc code_;
   std::string log_;
+  std::string field_;
 };
 
 }  // namespace kjit

@@ -5,6 +5,7 @@
 
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "ops/env.hpp"
 #include "ops/group_norm_plan.hpp"
@@ -13,14 +14,7 @@ namespace kjit::ops {
 namespace {
 
 [[noreturn]] void bad(const GroupNormProblem& p, const std::string& what) {
-  throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");
-}
-
-void check_ptr(const GroupNormProblem& p, const void* ptr, const char* name, DType t) {
-  if (!ptr) bad(p, std::string(name) + " is null");
-  if (reinterpret_cast<uintptr_t>(ptr) % dtype_size(t) != 0)
-    bad(p, std::string(name) + " is not aligned to its element size (" +
-               std::to_string(dtype_size(t)) + " bytes for " + dtype_name(t) + ")");
+  op::invalid("group_norm", "config", what, p.describe());
 }
 
 }  // namespace
@@ -28,17 +22,15 @@ void check_ptr(const GroupNormProblem& p, const void* ptr, const char* name, DTy
 void validate_call(const GroupNormProblem& p, const void* x, const void* y, const void* w,
                    const void* b, float eps) {
   validate(p);
-  if (!(eps >= 0.f) || std::isinf(eps))
-    bad(p, "eps = " + std::to_string(eps) + " must be finite and >= 0");
-  check_ptr(p, x, "x", p.dtype);
-  check_ptr(p, y, "y", p.dtype);
-  if (p.has_weight) check_ptr(p, w, "weight", p.param_dtype);
-  if (p.has_bias) check_ptr(p, b, "bias", p.param_dtype);
+  const std::string ctx = p.describe();
+  op::check_eps("group_norm", eps, ctx);
+  op::check_pointer("group_norm", "x", x, dtype_size(p.dtype), ctx);
+  op::check_pointer("group_norm", "y", y, dtype_size(p.dtype), ctx);
+  if (p.has_weight) op::check_pointer("group_norm", "weight", w, dtype_size(p.param_dtype), ctx);
+  if (p.has_bias) op::check_pointer("group_norm", "bias", b, dtype_size(p.param_dtype), ctx);
   // In place (y == x) is fine: every element is read before it is written by the same thread.
-  const auto xs = reinterpret_cast<uintptr_t>(x), ys = reinterpret_cast<uintptr_t>(y);
-  const uintptr_t bytes = static_cast<uintptr_t>(p.N * p.C * p.S) * dtype_size(p.dtype);
-  if (xs != ys && xs < ys + bytes && ys < xs + bytes)
-    bad(p, "x and y overlap without being the same tensor");
+  const size_t bytes = static_cast<size_t>(p.N * p.C * p.S) * dtype_size(p.dtype);
+  op::check_disjoint("group_norm", "x", x, bytes, "y", y, bytes, true, ctx);
 }
 
 namespace detail {

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
 #include "kjit/op/target.hpp"
 #include "kjit/ops/group_norm.hpp"
 
@@ -158,45 +159,49 @@ Layout parse_layout(const std::string& s) {
 }
 
 void validate(const GroupNormProblem& p) {
-  auto bad = [&](const std::string& what) {
-    throw Error(Errc::InvalidArgument, "group_norm: " + what + " (" + p.describe() + ")");
+  // Each error names the problem's field it is about (Error::field).
+  auto bad = [&](const char* field, const std::string& what) {
+    op::invalid("group_norm", field, what, p.describe());
   };
   // Enums from a cast integer: a dtype the templates do not know would fail in NVRTC, a layout or
   // activation outside the list would run as another one.
   for (const auto& [what, t] : {std::pair{"dtype", p.dtype}, {"param_dtype", p.param_dtype}})
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
-      bad(std::string(what) + " = " + std::to_string(static_cast<int>(t)) +
-          " must be F32, F16 or BF16");
+      bad(what, std::string(what) + " = " + std::to_string(static_cast<int>(t)) +
+                    " must be F32, F16 or BF16");
   if (p.layout != Layout::NCHW && p.layout != Layout::NHWC)
-    bad("layout = " + std::to_string(static_cast<int>(p.layout)) + " must be NCHW or NHWC");
+    bad("layout",
+        "layout = " + std::to_string(static_cast<int>(p.layout)) + " must be NCHW or NHWC");
   if (p.activation != Activation::None && p.activation != Activation::SiLU)
-    bad("activation = " + std::to_string(static_cast<int>(p.activation)) + " must be None or SiLU");
-  if (p.N < 0) bad("N = " + std::to_string(p.N) + " must be >= 0");
-  if (p.S < 0) bad("spatial size S = " + std::to_string(p.S) + " must be >= 0");
-  if (p.C <= 0) bad("C = " + std::to_string(p.C) + " must be > 0");
-  if (p.groups <= 0) bad("groups = " + std::to_string(p.groups) + " must be > 0");
+    bad("activation",
+        "activation = " + std::to_string(static_cast<int>(p.activation)) + " must be None or SiLU");
+  if (p.N < 0) bad("N", "N = " + std::to_string(p.N) + " must be >= 0");
+  if (p.S < 0) bad("S", "spatial size S = " + std::to_string(p.S) + " must be >= 0");
+  if (p.C <= 0) bad("C", "C = " + std::to_string(p.C) + " must be > 0");
+  if (p.groups <= 0) bad("groups", "groups = " + std::to_string(p.groups) + " must be > 0");
   if (p.C % p.groups != 0)
-    bad("C = " + std::to_string(p.C) +
-        " must be divisible by groups = " + std::to_string(p.groups));
+    bad("groups", "C = " + std::to_string(p.C) +
+                      " must be divisible by groups = " + std::to_string(p.groups));
   // The kernels index channels (g * C/G + c; groups divide C, so they fit too) and a group's
   // vectors in 32-bit ints. A CTA steps up to 1024 threads * 128 vectors past its last vector
   // before its loop ends, so groups stop 2^18 short of 2^31.
-  if (p.C > INT_MAX) bad("C = " + std::to_string(p.C) + " exceeds 2^31-1 (32-bit channel indices)");
+  if (p.C > INT_MAX)
+    bad("C", "C = " + std::to_string(p.C) + " exceeds 2^31-1 (32-bit channel indices)");
   if (p.S > 0 && p.C / p.groups > INT64_MAX / p.S)
-    bad("C/G * S = " + std::to_string(p.C / p.groups) + " * " + std::to_string(p.S) +
-        " overflows 64 bits");
+    bad("S", "C/G * S = " + std::to_string(p.C / p.groups) + " * " + std::to_string(p.S) +
+                 " overflows 64 bits");
   if (p.S > 0 && group_len(p) > kMaxGroupLen)
-    bad("a group of " + std::to_string(group_len(p)) +
-        " elements (C/G * S) exceeds the supported 2^31 - 2^18 = " + std::to_string(kMaxGroupLen) +
-        " (32-bit indices)");
+    bad("S", "a group of " + std::to_string(group_len(p)) +
+                 " elements (C/G * S) exceeds the supported 2^31 - 2^18 = " +
+                 std::to_string(kMaxGroupLen) + " (32-bit indices)");
   // Byte counts (up to 16 bytes per element in the kernels' vector math) must fit 64 bits too,
   // also for an empty spatial size, where N * G still sizes the grid.
   constexpr int64_t kMaxElems = INT64_MAX / 16;
   if (p.N > 0 && p.C > kMaxElems / p.N)
-    bad("N * C = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " exceeds 2^59");
+    bad("N", "N * C = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " exceeds 2^59");
   if (p.N > 0 && p.S > 0 && p.C > kMaxElems / p.S / p.N)
-    bad("N * C * S = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " * " +
-        std::to_string(p.S) + " exceeds 2^59 elements (its byte count must fit 64 bits)");
+    bad("N", "N * C * S = " + std::to_string(p.N) + " * " + std::to_string(p.C) + " * " +
+                 std::to_string(p.S) + " exceeds 2^59 elements (its byte count must fit 64 bits)");
 }
 
 std::string GroupNormProblem::describe() const {

@@ -8,6 +8,7 @@
 
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "ops/env.hpp"
 #include "ops/linear_gn_min_plan.hpp"
@@ -117,12 +118,10 @@ detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int6
 
 void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& p,
                         const char* what) {
-  if (kjit::detail::capturing(rt.context(), stream))
-    throw Error(Errc::CaptureCompile,
-                std::string("linear_gn_min: ") + what + " for " + p.describe() +
-                    " while the stream is being captured into a graph: call "
-                    "prepare_linear_gn_min (and reserve_linear_gn_min_workspace, or pass a "
-                    "workspace) before capturing");
+  if (op::capturing(rt, stream))
+    op::capture_error("linear_gn_min", what, p.describe(),
+                      "call prepare_linear_gn_min (and reserve_linear_gn_min_workspace, or pass a "
+                      "workspace) before capturing");
 }
 
 const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearGnMinProblem& p,

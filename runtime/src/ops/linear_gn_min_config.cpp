@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 
 namespace kjit::ops {
@@ -60,8 +61,9 @@ int64_t smem_budget(int cc, int64_t max_smem) {
   return std::min(table, (max_smem > 0 ? max_smem : arch_smem_per_block(cc)) - 4096);
 }
 
-[[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what) {
-  throw Error(Errc::InvalidArgument, "linear_gn_min: " + what + " (" + p.describe() + ")");
+[[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what,
+                      const char* field = "config") {
+  op::invalid("linear_gn_min", field, what, p.describe());
 }
 
 int64_t padded(int64_t floats, bool pad) {
@@ -184,23 +186,25 @@ std::string GnMinConfig::describe() const {
 void validate(const LinearGnMinProblem& p) {
   if (p.precision != Precision::Fp32 && p.precision != Precision::Tf32 &&
       p.precision != Precision::Bf16Inputs)
-    bad(p, "precision = " + std::to_string(static_cast<int>(p.precision)) +
-               " is not one of Fp32, Tf32, Bf16Inputs");
-  if (p.M < 1) bad(p, "M = " + std::to_string(p.M) + " must be >= 1");
-  if (p.K < 1) bad(p, "K = " + std::to_string(p.K) + " must be >= 1");
-  if (p.N < 1) bad(p, "N = " + std::to_string(p.N) + " must be >= 1");
-  if (p.G < 1) bad(p, "G = " + std::to_string(p.G) + " must be >= 1");
+    bad(p,
+        "precision = " + std::to_string(static_cast<int>(p.precision)) +
+            " is not one of Fp32, Tf32, Bf16Inputs",
+        "precision");
+  if (p.M < 1) bad(p, "M = " + std::to_string(p.M) + " must be >= 1", "M");
+  if (p.K < 1) bad(p, "K = " + std::to_string(p.K) + " must be >= 1", "K");
+  if (p.N < 1) bad(p, "N = " + std::to_string(p.N) + " must be >= 1", "N");
+  if (p.G < 1) bad(p, "G = " + std::to_string(p.G) + " must be >= 1", "G");
   if (p.N % p.G != 0)
-    bad(p, "N = " + std::to_string(p.N) + " must be divisible by G = " + std::to_string(p.G));
-  if (p.M > INT32_MAX) bad(p, "M = " + std::to_string(p.M) + " exceeds 2^31-1 (cuBLASLt)");
-  if (p.K > INT32_MAX) bad(p, "K = " + std::to_string(p.K) + " exceeds 2^31-1 (cuBLASLt)");
+    bad(p, "N = " + std::to_string(p.N) + " must be divisible by G = " + std::to_string(p.G), "G");
+  if (p.M > INT32_MAX) bad(p, "M = " + std::to_string(p.M) + " exceeds 2^31-1 (cuBLASLt)", "M");
+  if (p.K > INT32_MAX) bad(p, "K = " + std::to_string(p.K) + " exceeds 2^31-1 (cuBLASLt)", "K");
   if (p.N > kMaxN)
-    bad(p, "N = " + std::to_string(p.N) + " exceeds the supported " + std::to_string(kMaxN));
+    bad(p, "N = " + std::to_string(p.N) + " exceeds the supported " + std::to_string(kMaxN), "N");
   // Byte sizes of every tensor (and the workspace) must fit in 63 bits.
   constexpr int64_t kMaxElems = INT64_MAX / 8;
-  if (p.M > kMaxElems / p.N) bad(p, "M * N = Y's element count overflows");
-  if (p.M > kMaxElems / p.K) bad(p, "M * K = x's element count overflows");
-  if (p.N > kMaxElems / p.K) bad(p, "N * K = weight's element count overflows");
+  if (p.M > kMaxElems / p.N) bad(p, "M * N = Y's element count overflows", "M");
+  if (p.M > kMaxElems / p.K) bad(p, "M * K = x's element count overflows", "K");
+  if (p.N > kMaxElems / p.K) bad(p, "N * K = weight's element count overflows", "K");
 }
 
 void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {

@@ -1,0 +1,53 @@
+#include <cmath>
+#include <cstdint>
+
+#include "cuda_driver.hpp"
+#include "kjit/op/checks.hpp"
+#include "kjit/runtime.hpp"
+
+namespace kjit::op {
+
+void invalid(const std::string& op, const std::string& field, const std::string& rule,
+             const std::string& context) {
+  throw Error::invalid(field, op + ": " + rule + (context.empty() ? "" : " (" + context + ")"));
+}
+
+void check_pointer(const std::string& op, const std::string& field, const void* ptr,
+                   size_t elem_bytes, const std::string& context) {
+  if (!ptr) invalid(op, field, field + " is null", context);
+  if (elem_bytes > 1 && reinterpret_cast<uintptr_t>(ptr) % elem_bytes != 0)
+    invalid(
+        op, field,
+        field + " is not aligned to its element size (" + std::to_string(elem_bytes) + " bytes)",
+        context);
+}
+
+void check_eps(const std::string& op, float eps, const std::string& context) {
+  if (!(eps >= 0.f) || std::isinf(eps))
+    invalid(op, "eps", "eps = " + std::to_string(eps) + " must be finite and >= 0", context);
+}
+
+void check_disjoint(const std::string& op, const std::string& field_a, const void* a,
+                    size_t bytes_a, const std::string& field_b, const void* b, size_t bytes_b,
+                    bool same_ok, const std::string& context) {
+  const auto as = reinterpret_cast<uintptr_t>(a), bs = reinterpret_cast<uintptr_t>(b);
+  if (same_ok && as == bs) return;
+  if (as < bs + bytes_b && bs < as + bytes_a)
+    invalid(op, field_b,
+            field_a + " and " + field_b +
+                (same_ok ? " overlap without being the same tensor" : " overlap"),
+            context);
+}
+
+bool capturing(const Runtime& rt, CUstream stream) {
+  return kjit::detail::capturing(rt.context(), stream);
+}
+
+void capture_error(const std::string& op, const std::string& what, const std::string& context,
+                   const std::string& hint) {
+  throw Error(Errc::CaptureCompile,
+              op + ": " + what + " for " + context +
+                  " while the stream is being captured into a graph: " + hint);
+}
+
+}  // namespace kjit::op

@@ -1,0 +1,88 @@
+// Errors name the field they are about (Error::field), so that a caller can point at it without
+// parsing the message; the op-support checks a host app's op uses give the same errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "kjit/op/checks.hpp"
+#include "kjit/op/target.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+
+namespace {
+
+template <class Fn>
+std::string field_of(Fn fn) {
+  try {
+    fn();
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::InvalidArgument);
+    return e.field();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("problem validation names the field") {
+  using namespace kjit::ops;
+  GroupNormProblem gn = GroupNormProblem::from_shape({2, 64, 8, 8}, 8, kjit::DType::F32);
+  auto with = [&](auto change) {
+    GroupNormProblem q = gn;
+    change(q);
+    return field_of([&] { validate(q); });
+  };
+  CHECK(with([](GroupNormProblem& q) { q.groups = 7; }) == "groups");
+  CHECK(with([](GroupNormProblem& q) { q.groups = 0; }) == "groups");
+  CHECK(with([](GroupNormProblem& q) { q.C = 0; }) == "C");
+  CHECK(with([](GroupNormProblem& q) { q.N = -1; }) == "N");
+  CHECK(with([](GroupNormProblem& q) { q.S = int64_t{1} << 40; }) == "S");
+  CHECK(with([](GroupNormProblem& q) { q.layout = static_cast<Layout>(7); }) == "layout");
+  CHECK(with([](GroupNormProblem& q) { q.dtype = static_cast<kjit::DType>(9); }) == "dtype");
+  float buf[4];
+  CHECK(field_of([&] { validate_call(gn, nullptr, buf, buf, buf, 1e-5f); }) == "x");
+  CHECK(field_of([&] { validate_call(gn, buf, buf, buf, buf, NAN); }) == "eps");
+  CHECK(field_of([&] { validate_call(gn, buf, buf + 1, buf, buf, 1e-5f); }) == "y");  // overlap
+
+  LinearGnMinProblem lgm;
+  lgm.M = 4;
+  lgm.K = 8;
+  lgm.N = 16;
+  lgm.G = 4;
+  auto lgm_with = [&](auto change) {
+    LinearGnMinProblem q = lgm;
+    change(q);
+    return field_of([&] { validate(q); });
+  };
+  CHECK(lgm_with([](LinearGnMinProblem& q) { q.M = 0; }) == "M");
+  CHECK(lgm_with([](LinearGnMinProblem& q) { q.K = int64_t{1} << 32; }) == "K");
+  CHECK(lgm_with([](LinearGnMinProblem& q) { q.G = 3; }) == "G");
+}
+
+TEST_CASE("op-support checks: pointers, eps, overlap") {
+  alignas(16) char b[64];
+  CHECK(field_of([&] { kjit::op::check_pointer("app_op", "src", nullptr, 4, ""); }) == "src");
+  CHECK(field_of([&] { kjit::op::check_pointer("app_op", "src", b + 2, 4, ""); }) == "src");
+  CHECK_NOTHROW(kjit::op::check_pointer("app_op", "src", b + 4, 4, "ctx"));
+  CHECK(field_of([&] { kjit::op::check_eps("app_op", -1.f, ""); }) == "eps");
+  CHECK(field_of([&] { kjit::op::check_eps("app_op", INFINITY, ""); }) == "eps");
+  CHECK_NOTHROW(kjit::op::check_disjoint("app_op", "a", b, 32, "b", b + 32, 32, false, ""));
+  CHECK_NOTHROW(kjit::op::check_disjoint("app_op", "a", b, 32, "b", b, 32, true, ""));
+  CHECK(field_of([&] { kjit::op::check_disjoint("app_op", "a", b, 32, "b", b, 32, false, ""); }) ==
+        "b");
+  try {
+    kjit::op::invalid("app_op", "tile", "tile = 3 must be a power of two", "M=4");
+  } catch (const kjit::Error& e) {
+    CHECK(std::string(e.what()) == "app_op: tile = 3 must be a power of two (M=4)");
+    CHECK(e.field() == "tile");
+  }
+}
+
+TEST_CASE("Target: archs as NVRTC names them, and plain compute capabilities") {
+  CHECK(kjit::Target::for_arch("sm_90a").cc == 90);
+  CHECK(kjit::Target::for_arch("compute_86", 84).sm_count == 84);
+  CHECK_THROWS_AS(kjit::Target::for_arch("hopper"), kjit::Error);
+  CHECK_THROWS_AS(kjit::Target::for_arch("sm_90", 0), kjit::Error);
+  CHECK(kjit::Target::for_cc(60).arch == "sm_60");  // configs need no NVRTC support
+  CHECK_THROWS_AS(kjit::Target::for_cc(5), kjit::Error);
+}
