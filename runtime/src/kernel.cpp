@@ -190,6 +190,26 @@ CUfunction Kernel::function() const {
   return k_ ? k_->fn : nullptr;
 }
 
+void Kernel::check_args(const size_t* sizes, size_t count) const {
+  if (!k_) throw Error(Errc::InvalidArgument, "launch of an empty kjit::Kernel");
+  if (!k_->params_known) return;
+  const std::vector<size_t>& want = k_->param_sizes;
+  if (count != want.size())
+    throw Error::invalid("args", "kernel " + k_->instantiation + " takes " +
+                                     std::to_string(want.size()) + " parameters, launched with " +
+                                     std::to_string(count) + " arguments");
+  for (size_t i = 0; i < count; ++i)
+    if (sizes[i] != want[i])
+      throw Error::invalid("args", "kernel " + k_->instantiation + ": parameter " +
+                                       std::to_string(i) + " is " + std::to_string(want[i]) +
+                                       " bytes, argument " + std::to_string(i) + " is " +
+                                       std::to_string(sizes[i]) + " bytes");
+}
+
+int Kernel::num_params() const {
+  return k_ && k_->params_known ? static_cast<int>(k_->param_sizes.size()) : -1;
+}
+
 const std::string& Kernel::instantiation() const {
   static const std::string empty;
   return k_ ? k_->instantiation : empty;

@@ -8,7 +8,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include <cudaTypedefs.h>
+
 #include "cuda_driver.hpp"
+#include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
 #include "loaded_kernel.hpp"
 
@@ -132,6 +135,41 @@ Slot& Runtime::Impl::slot(const std::string& key) {
   return *p;
 }
 
+namespace {
+
+// cuFuncGetParamInfo (CUDA 12.4 drivers and newer), or null where the driver lacks it.
+PFN_cuFuncGetParamInfo_v12040 param_info_fn() {
+  static const PFN_cuFuncGetParamInfo_v12040 fn = []() -> PFN_cuFuncGetParamInfo_v12040 {
+    try {
+      return reinterpret_cast<PFN_cuFuncGetParamInfo_v12040>(
+          kjit::driver_proc("cuFuncGetParamInfo", 12040));
+    } catch (const Error&) {
+      return nullptr;
+    }
+  }();
+  return fn;
+}
+
+// Every parameter's size, asked index by index until the driver says there is no such index.
+void read_param_sizes(detail::LoadedKernel* k) {
+  const PFN_cuFuncGetParamInfo_v12040 info = param_info_fn();
+  if (!info) return;
+  constexpr size_t kMaxParams = 1024;  // 4 KB of parameters at one byte each, at most
+  for (size_t i = 0; i < kMaxParams; ++i) {
+    size_t offset = 0, size = 0;
+    const CUresult r = info(k->fn, i, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+      k->params_known = true;
+      return;
+    }
+    if (r != CUDA_SUCCESS) break;  // the driver cannot say: leave the check off
+    k->param_sizes.push_back(size);
+  }
+  k->param_sizes.clear();
+}
+
+}  // namespace
+
 void Runtime::Impl::load(Slot& s, const Spec& spec) {
   CompiledKernel ck = compiler->get(spec, arch);
   detail::ContextGuard guard(ctx);
@@ -170,6 +208,7 @@ void Runtime::Impl::load(Slot& s, const Spec& spec) {
     }
   }
   k.smem_limit.store(static_cast<unsigned>(max_dynamic_smem), std::memory_order_release);
+  read_param_sizes(&k);
   loaded.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -448,3 +448,31 @@ TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompi
       kjit::Graph(rt, stream, [&] { rt.kernel(affine(kjit::DType::F32, 77, 1, true), stream); }),
       kjit::Errc::CaptureCompile);
 }
+
+// The typed launch compares its arguments with the kernel's parameters (read once at load): a
+// missing argument or an int64 where the kernel takes an int would launch with garbage.
+TEST_CASE("typed launches are checked against the kernel's parameters") {
+  auto& rt = runtime();
+  const kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 3, false));
+  REQUIRE(k.num_params() == 3);  // (const float* x, float* y, int n)
+  kjit::LaunchConfig cfg;
+  const float* x = nullptr;
+  float* y = nullptr;
+  auto field_of = [](auto fn) -> std::string {
+    try {
+      fn();
+    } catch (const kjit::Error& e) {
+      CHECK(e.code() == kjit::Errc::InvalidArgument);
+      return std::string(e.field()) + ": " + e.what();
+    }
+    return "(launched)";
+  };
+  CHECK(field_of([&] { k(nullptr, cfg, x, y); }) ==
+        "args: kernel " + k.instantiation() + " takes 3 parameters, launched with 2 arguments");
+  CHECK(field_of([&] { k(nullptr, cfg, x, y, int64_t{5}); }) ==
+        "args: kernel " + k.instantiation() + ": parameter 2 is 4 bytes, argument 2 is 8 bytes");
+  // The right ones launch (an empty range: n = 0 writes nothing).
+  kjit::Stream stream(rt);
+  k(stream.get(), cfg, x, y, 0);
+  stream.synchronize();
+}

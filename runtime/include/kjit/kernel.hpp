@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -37,7 +38,8 @@ class Kernel {
   Kernel() = default;
   explicit Kernel(const detail::LoadedKernel* k) : k_(k) {}
 
-  // params: one pointer per kernel parameter, as for cuLaunchKernel. Throws Error(Cuda) naming
+  // params: one pointer per kernel parameter, as for cuLaunchKernel (unchecked: prefer the typed
+  // operator() below). Throws Error(Cuda) naming
   // the kernel and the configuration when the driver refuses the launch, InvalidArgument for a
   // zero dimension, a grid that is not a whole number of clusters, or a cooperative cluster;
   // Error(Unsupported) for a cooperative grid larger than the context may hold at once (fits()
@@ -54,11 +56,23 @@ class Kernel {
   // launches. 0 when the device cannot run cfg at all. Raises limits and throws as fits() does.
   int64_t resident_ctas(const LaunchConfig& cfg) const;
 
+  // The typed launch: one argument per kernel parameter, each of the parameter's byte size (a
+  // pointer for a pointer, int for int, a struct of the same layout). Checked against the
+  // kernel's parameters (read from the driver once, when the kernel was loaded; drivers older
+  // than 12.4 cannot say, and then nothing is checked): a wrong count or size is an
+  // InvalidArgument naming the kernel, the parameter and both sizes, before anything is
+  // launched. Otherwise as launch(). Comparing a few sizes is all it adds to a launch.
   template <class... Args>
   void operator()(CUstream stream, const LaunchConfig& cfg, const Args&... args) const {
+    static constexpr size_t kSizes[sizeof...(Args) + 1] = {sizeof(Args)..., 0};
+    check_args(kSizes, sizeof...(Args));
     std::array<void*, sizeof...(Args)> p{{const_cast<void*>(static_cast<const void*>(&args))...}};
     launch(stream, cfg, p.data());
   }
+  // The check operator() makes: `count` arguments of sizes[0..count).
+  void check_args(const size_t* sizes, size_t count) const;
+  // The kernel's parameter count, or -1 when the driver cannot say (older than 12.4).
+  int num_params() const;
 
   bool valid() const { return k_ != nullptr; }
   CUfunction function() const;

@@ -140,18 +140,11 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   void* y = a.y;
   const void* w = a.w;
   const void* b = a.b;
-  float eps = a.eps;
-  int groups = plan.groups;
+  const float eps = a.eps;
+  const int groups = plan.groups;
   if (!plan.config.needs_workspace()) {
-    long long num_groups = plan.num_groups;
-    void* params[] = {const_cast<void**>(&x),
-                      &y,
-                      const_cast<void**>(&w),
-                      const_cast<void**>(&b),
-                      &eps,
-                      &groups,
-                      &num_groups};
-    plan.kernel.launch(stream, plan.launch, params);
+    const long long num_groups = plan.num_groups;
+    plan.kernel(stream, plan.launch, x, y, w, b, eps, groups, num_groups);
     return;
   }
   if (plan.refused.load(std::memory_order_relaxed))
@@ -170,20 +163,17 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     if (plan.barrier_bytes)
       bar = ws->barriers.get(rt, stream, plan.barrier_bytes, "group_norm", kReserveHint);
   }
-  CUdeviceptr part = lease.ptr();
+  // Device addresses as the kernels' pointer parameters take them (same size: checked).
+  void* part = reinterpret_cast<void*>(lease.ptr());
   if (!plan.config.split || plan.config.coop) lease.release();
   if (plan.config.pipe) {
-    unsigned n = plan.pipe_chunks, lag = plan.pipe_lag;
-    void* params[] = {const_cast<void**>(&x), &y,   &part,   &bar, const_cast<void**>(&w),
-                      const_cast<void**>(&b), &eps, &groups, &n,   &lag};
-    plan.kernel.launch(stream, plan.launch, params);
+    const unsigned n = plan.pipe_chunks, lag = plan.pipe_lag;
+    plan.kernel(stream, plan.launch, x, y, part, bar, w, b, eps, groups, n, lag);
     return;
   }
   if (plan.config.coop) {
-    void* params[] = {const_cast<void**>(&x), &y,   &part,  &bar, const_cast<void**>(&w),
-                      const_cast<void**>(&b), &eps, &groups};
     try {
-      plan.kernel.launch(stream, plan.launch, params);
+      plan.kernel(stream, plan.launch, x, y, part, bar, w, b, eps, groups);
     } catch (const Error& e) {
       if (e.code() != Errc::Unsupported || !plan.fallback || plan.forced) throw;
       plan.refused.store(true, std::memory_order_relaxed);
@@ -191,11 +181,8 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
     }
     return;
   }
-  void* partials_params[] = {const_cast<void**>(&x), &part};
-  plan.kernel.launch(stream, plan.launch, partials_params);
-  void* apply_params[] = {const_cast<void**>(&x), &y,   &part,  const_cast<void**>(&w),
-                          const_cast<void**>(&b), &eps, &groups};
-  plan.apply.launch(stream, plan.launch, apply_params);
+  plan.kernel(stream, plan.launch, x, part);
+  plan.apply(stream, plan.launch, x, y, part, w, b, eps, groups);
 }
 
 namespace {

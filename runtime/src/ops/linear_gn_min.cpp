@@ -267,17 +267,14 @@ void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const fl
                    CUstream stream) {
   const float* yp = reinterpret_cast<const float*>(y);
   if (!plan.config.split) {
-    void* params[] = {&yp, &lb, &gamma, &beta, &bias, &eps, &out, &M};
-    plan.kernel.launch(stream, plan.launch, params);
+    plan.kernel(stream, plan.launch, yp, lb, gamma, beta, bias, eps, out, M);
     return;
   }
   float* mins = reinterpret_cast<float*>(y + plan.ws.y_bytes);
-  void* params[] = {&yp, &lb, &gamma, &beta, &bias, &eps, &mins, &M};
-  plan.kernel.launch(stream, plan.launch, params);
+  plan.kernel(stream, plan.launch, yp, lb, gamma, beta, bias, eps, mins, M);
   const float* cmins = mins;
-  int n = plan.channels;
-  void* bparams[] = {&cmins, &bias, &out, &M, &n};
-  plan.broadcast.launch(stream, plan.broadcast_launch, bparams);
+  const int n = plan.channels;
+  plan.broadcast(stream, plan.broadcast_launch, cmins, bias, out, M, n);
 }
 
 }  // namespace detail
