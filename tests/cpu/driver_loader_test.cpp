@@ -76,7 +76,10 @@ TEST_CASE("driver loader: every entry is asked for once, at an ABI a 12.0 driver
   REQUIRE(kjit::detail::resolve_driver(&fake_gpa, &d, &why));
   CHECK(why.empty());
   CHECK(static_cast<int>(g_requests.size()) == table_size());
-  for (const auto& [name, r] : g_requests) {
+  for (const auto& kv : g_requests) {
+    // Not a structured binding: clang 14 cannot capture one in doctest's INFO lambda.
+    const auto& name = kv.first;
+    const auto& r = kv.second;
     INFO(name << " asked for at " << r.version);
     CHECK(r.count == 1);
     CHECK(r.version > 0);

@@ -449,7 +449,10 @@ TEST_CASE("every bad value in a manifest fails its own problem, naming the value
        "dtype: key 'a' appears twice in one object"},
       {R"("group_norm")", ": must be a JSON object"},
   };
-  for (const auto& [problem, error] : cases) {
+  for (const auto& c : cases) {
+    // Not a structured binding: clang 14 cannot capture one in doctest's CAPTURE lambda.
+    const std::string& problem = c.first;
+    const std::string& error = c.second;
     CAPTURE(problem);
     std::string got;
     REQUIRE_NOTHROW(got = manifest_problem_error(problem));
