@@ -1,7 +1,8 @@
-// kjit-demo: the two seed workloads (docs/ARCHITECTURE.md, "The seed workloads") run once on the GPU, checked against the
-// float64 CPU reference, and timed. The README's main job runs it after kjit-precompile, so the
-// kernels come from the disk cache (the summary line says how many NVRTC compiles it needed).
-// Without a GPU it says so and exits 0: everything before it (build, precompile) needs none.
+// kjit-demo: the two seed workloads (docs/ARCHITECTURE.md, "The seed workloads") run once on the
+// GPU, checked against the float64 CPU reference, and timed. The README's main job runs it after
+// kjit-precompile, so the kernels come from the disk cache (the summary line says how many NVRTC
+// compiles it needed). Without a GPU it says so and exits 0: everything before it (build,
+// precompile) needs none.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -88,8 +89,9 @@ bool group_norm_seed(kjit::Runtime& rt, CUstream stream, int calls) {
   return pass;
 }
 
-// The seed module (docs/ARCHITECTURE.md): min over channels of GroupNorm(x W^T + lb) + bias, x [1024, 8192],
-// W [8192, 8192], G = 512, strict fp32 GEMM. nn.Linear's init: W, lb ~ U(-1/sqrt(K), 1/sqrt(K)).
+// The seed module (docs/ARCHITECTURE.md): min over channels of GroupNorm(x W^T + lb) + bias, x
+// [1024, 8192], W [8192, 8192], G = 512, strict fp32 GEMM. nn.Linear's init: W, lb ~ U(-1/sqrt(K),
+// 1/sqrt(K)).
 bool linear_gn_min_seed(kjit::Runtime& rt, CUstream stream, int calls) {
   using namespace kjit::ops;
   LinearGnMinProblem p;

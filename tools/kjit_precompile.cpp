@@ -224,8 +224,8 @@ int run(int argc, char** argv) {
   app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--sm-count", sm_count,
-                 "SMs of the target device, for heuristics that depend on it (default: the local "
-                 "GPU's when it is the target, else 132 as on H100/H200 SXM)")
+                 "SMs of the target devices, for every -a arch without its own ':N' (default: "
+                 "the local GPU's when it is the target, else 132 as on H100/H200 SXM)")
       ->check(CLI::Range(1, 100000));
   app.add_flag(
       "--all-candidates", all_candidates,
@@ -297,8 +297,9 @@ int run(int argc, char** argv) {
     const auto& names = !arch_args.empty() ? arch_args : manifest_archs;
     for (const auto& a : names) {
       Target t = kjit::tools::parse_target(a);
-      if (std::none_of(targets.begin(), targets.end(),
-                       [&](const Target& o) { return o.arch == t.arch; }))
+      if (std::none_of(targets.begin(), targets.end(), [&](const Target& o) {
+            return o.arch == t.arch && o.sm_count == t.sm_count;
+          }))
         targets.push_back(t);
     }
     if (targets.empty()) targets.push_back(default_target(&target_note));

@@ -439,7 +439,18 @@ json parse_problem_arg(const std::string& text) {
 }
 
 kjit::Target parse_target(const std::string& arch) {
-  return kjit::Target::for_arch(arch);
+  // "sm_90:114": the arch and the SM count of the device it is for (configs that spread work
+  // across SMs depend on it), so that one run can precompile for a mixed fleet.
+  const size_t colon = arch.find(':');
+  if (colon == std::string::npos) return kjit::Target::for_arch(arch);
+  const std::string count = arch.substr(colon + 1);
+  const bool digits = !count.empty() && count.size() <= 6 &&
+                      count.find_first_not_of("0123456789") == std::string::npos;
+  const int sms = digits ? std::stoi(count) : 0;
+  if (sms < 1)
+    throw kjit::Error(kjit::Errc::InvalidArgument,
+                      "target '" + arch + "': the SM count after ':' must be an integer >= 1");
+  return kjit::Target::for_arch(arch.substr(0, colon), sms);
 }
 
 }  // namespace kjit::tools

@@ -83,7 +83,7 @@ const std::map<std::string, OpFn>& op_registry();
 OpSpecs problem_specs(const nlohmann::json& problem, const OpContext& ctx);
 
 // A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX),
-// with the default SM count (Target::kDefaultSmCount) unless the caller knows the device's.
+// with the default SM count (Target::kDefaultSmCount), or "sm_90:114" for a device of 114 SMs.
 kjit::Target parse_target(const std::string& arch);
 
 }  // namespace kjit::tools

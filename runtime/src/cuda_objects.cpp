@@ -154,7 +154,9 @@ std::vector<std::string> graph_kernel_names(Runtime& rt, CUgraph graph) {
   // on 12.0 drivers.
   const auto get_type = KJIT_DRIVER_PROC(cuGraphNodeGetType, 10000);
   const auto get_params = KJIT_DRIVER_PROC(cuGraphKernelNodeGetParams, 12000);
-  const auto get_name = KJIT_DRIVER_PROC(cuFuncGetName, 12030);
+  // Typed here: cudaTypedefs.h of toolkits before 12.3 has no PFN_cuFuncGetName_v12030.
+  using GetNameFn = CUresult (*)(const char**, CUfunction);
+  const auto get_name = reinterpret_cast<GetNameFn>(detail::driver_proc("cuFuncGetName", 12030));
   ContextGuard g(rt.context());
   size_t n = 0;
   KJIT_CU(cuGraphGetNodes, graph, nullptr, &n);

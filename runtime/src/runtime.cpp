@@ -8,8 +8,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include <cudaTypedefs.h>
-
 #include "cuda_driver.hpp"
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
@@ -91,10 +89,25 @@ struct Runtime::Impl {
   std::atomic<uint64_t> loaded{0};
   // Extensions (Runtime::extension): the first kFastExtensions ids are found with one atomic
   // load; `extensions` owns them all in the order they were made, for destruction newest first.
-  static constexpr size_t kFastExtensions = 64;
+  static constexpr size_t kFastExtensions = 256;
   std::array<std::atomic<void*>, kFastExtensions> fast_extensions{};
   mutable std::recursive_mutex extension_mu;  // an extension's constructor may make another
   std::vector<std::pair<size_t, std::shared_ptr<void>>> extensions;
+  bool destroying = false;  // guarded by extension_mu
+  // Newest first. An extension's destructor may still use an older one (made before it, so
+  // still here) but not a newer one: its slot is cleared before it goes, so the lookup misses,
+  // and making one now throws.
+  void destroy_extensions() {
+    std::lock_guard<std::recursive_mutex> lock(extension_mu);
+    destroying = true;
+    while (!extensions.empty()) {
+      const size_t id = extensions.back().first;
+      if (id < kFastExtensions) fast_extensions[id].store(nullptr, std::memory_order_release);
+      std::shared_ptr<void> last = std::move(extensions.back().second);
+      extensions.pop_back();
+      last.reset();
+    }
+  }
 
   // header -> its closure's generation, as of templates().generation() == at: recomputed (the
   // closure's includes parsed) only after an add(), not on every Runtime::kernel call.
@@ -137,12 +150,14 @@ Slot& Runtime::Impl::slot(const std::string& key) {
 
 namespace {
 
-// cuFuncGetParamInfo (CUDA 12.4 drivers and newer), or null where the driver lacks it.
-PFN_cuFuncGetParamInfo_v12040 param_info_fn() {
-  static const PFN_cuFuncGetParamInfo_v12040 fn = []() -> PFN_cuFuncGetParamInfo_v12040 {
+// cuFuncGetParamInfo (CUDA 12.4 drivers and newer), or null where the driver lacks it. Typed
+// here rather than with cudaTypedefs.h's PFN_cuFuncGetParamInfo_v12040, which toolkits before
+// 12.4 lack (kjit builds with any CUDA 12 toolkit).
+using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+ParamInfoFn param_info_fn() {
+  static const ParamInfoFn fn = []() -> ParamInfoFn {
     try {
-      return reinterpret_cast<PFN_cuFuncGetParamInfo_v12040>(
-          kjit::driver_proc("cuFuncGetParamInfo", 12040));
+      return reinterpret_cast<ParamInfoFn>(kjit::driver_proc("cuFuncGetParamInfo", 12040));
     } catch (const Error&) {
       return nullptr;
     }
@@ -152,7 +167,7 @@ PFN_cuFuncGetParamInfo_v12040 param_info_fn() {
 
 // Every parameter's size, asked index by index until the driver says there is no such index.
 void read_param_sizes(detail::LoadedKernel* k) {
-  const PFN_cuFuncGetParamInfo_v12040 info = param_info_fn();
+  const ParamInfoFn info = param_info_fn();
   if (!info) return;
   constexpr size_t kMaxParams = 1024;  // 4 KB of parameters at one byte each, at most
   for (size_t i = 0; i < kMaxParams; ++i) {
@@ -243,7 +258,7 @@ Runtime::~Runtime() {
     // Kernels and workspaces may still be in use by queued work: unloading a module or freeing a
     // buffer under a running kernel is undefined. Errors (a sticky fault) change nothing here.
     d.cuCtxSynchronize_fn();
-    while (!impl_->extensions.empty()) impl_->extensions.pop_back();
+    impl_->destroy_extensions();
     for (auto& kv : impl_->table)
       if (kv.second->kernel.module) d.cuModuleUnload_fn(kv.second->kernel.module);
   }
@@ -312,6 +327,10 @@ void* Runtime::make_extension(size_t id, std::shared_ptr<void> (*make)(Runtime&)
   std::lock_guard<std::recursive_mutex> lock(impl_->extension_mu);
   for (const auto& [i, p] : impl_->extensions)
     if (i == id) return p.get();
+  if (impl_->destroying)
+    throw Error(Errc::InvalidArgument,
+                "Runtime::extension: a new extension was asked for while the runtime is being "
+                "destroyed (an extension's destructor may use only extensions made before it)");
   std::shared_ptr<void> made = make(*this);
   impl_->extensions.emplace_back(id, made);
   if (id < Impl::kFastExtensions)

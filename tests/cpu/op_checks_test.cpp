@@ -57,6 +57,14 @@ TEST_CASE("problem validation names the field") {
   CHECK(lgm_with([](LinearGnMinProblem& q) { q.M = 0; }) == "M");
   CHECK(lgm_with([](LinearGnMinProblem& q) { q.K = int64_t{1} << 32; }) == "K");
   CHECK(lgm_with([](LinearGnMinProblem& q) { q.G = 3; }) == "G");
+  // The call's checks name the operand or option too (found by review: they named nothing).
+  alignas(256) float mem[4096];
+  const float* f = mem;
+  LinearGnMinOptions opt;
+  CHECK(field_of([&] { validate_call(lgm, nullptr, f, f, f, f, f, mem, opt); }) == "x");
+  CHECK(field_of([&] { validate_call(lgm, f, f, f, f, f, f, mem, opt); }) == "out");  // overlaps
+  opt.eps = NAN;
+  CHECK(field_of([&] { validate_call(lgm, f, f, f, f, f, f, mem + 1024, opt); }) == "eps");
 }
 
 TEST_CASE("op-support checks: pointers, eps, overlap") {

@@ -76,3 +76,37 @@ TEST_CASE("Target::of describes the device, and specs_for is what the ops load")
           kjit::ops::group_norm_configs_for(p, t, opt, true).front().describe());
   }
 }
+
+namespace {
+
+std::atomic<int> g_newer_refused{0};
+
+struct Newer {
+  explicit Newer(kjit::Runtime&) {}
+};
+
+// Made first, destroyed last: by then Newer is gone, and asking for it must not hand out the
+// freed object (found by review: the lock-free slot still pointed at it) or make a new one.
+struct Older {
+  explicit Older(kjit::Runtime& rt) : rt(rt) {}
+  ~Older() {
+    try {
+      rt.extension<Newer>();
+    } catch (const kjit::Error&) {
+      ++g_newer_refused;
+    }
+  }
+  kjit::Runtime& rt;
+};
+
+}  // namespace
+
+TEST_CASE("Runtime::extension during destruction: a newer extension is gone, not handed out") {
+  g_newer_refused = 0;
+  {
+    kjit::Runtime rt;
+    rt.extension<Older>();
+    rt.extension<Newer>();
+  }
+  CHECK(g_newer_refused == 1);
+}

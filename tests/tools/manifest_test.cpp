@@ -349,6 +349,11 @@ TEST_CASE("--problem short form") {
 
 TEST_CASE("targets, sizes and durations") {
   CHECK(parse_target("sm_90").cc == 90);
+  CHECK(parse_target("sm_90").sm_count == kjit::Target::kDefaultSmCount);
+  CHECK(parse_target("sm_90:114").sm_count == 114);  // an H100 PCIe
+  CHECK(parse_target("sm_90a:114").cc == 90);
+  for (const char* bad : {"sm_90:", "sm_90:0", "sm_90:x", "sm_90:-4", "sm_90:1234567"})
+    CHECK_KJIT_ERROR(parse_target(bad), kjit::Errc::InvalidArgument);
   CHECK(parse_target("sm_90a").cc == 90);
   CHECK(parse_target("sm_80").arch == "sm_80");
   CHECK(parse_target("compute_90").cc == 90);

@@ -111,7 +111,7 @@ std::vector<nlohmann::json> sweep_group_norm(kjit::Runtime& rt, CUstream stream,
                                              const Settings& s) {
   GnCase gc(rt, stream, c, s);
   std::vector<nlohmann::json> rows;
-  for (const auto& cfg : kjit::ops::group_norm_candidates(gc.problem(), rt.props().cc())) {
+  for (const auto& cfg : kjit::ops::group_norm_candidates(gc.problem(), kjit::Target::of(rt))) {
     if (cfg.describe().find(s.sweep_filter) == std::string::npos) continue;
     try {
       rows.push_back(gc.run(cfg, false));

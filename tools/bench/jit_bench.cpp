@@ -42,8 +42,7 @@ nlohmann::json run_jit(kjit::Runtime& rt, CUstream stream) {
     // The seed GroupNorm specialization, cold (its compile time matters to users most).
     auto p = kjit::ops::GroupNormProblem::from_shape({8, 256, 24, 24}, 32, kjit::DType::F32);
     t0 = std::chrono::steady_clock::now();
-    for (const kjit::Spec& s :
-         kjit::ops::group_norm_specs(p, kjit::ops::group_norm_heuristic(p, rt.props().cc())))
+    for (const kjit::Spec& s : kjit::ops::group_norm_specs_for(p, kjit::Target::of(rt), {}, true))
       c.get(s, rt.arch());
     j["nvrtc_group_norm_seed_compile_ms"] = ms_since(t0);
   }

@@ -78,7 +78,9 @@ class Runtime {
   // Op support: this runtime's state of type T (an op's plan table, library handles, per-stream
   // workspaces; a built-in op's or a host app's own), made on first use as T(Runtime&) and
   // destroyed with the runtime, newest first, with its context current and its queued work
-  // finished. After the first call it is one atomic load: fine on an op's hot path.
+  // finished (a destructor may use extensions made before it; asking for a newer one then
+  // throws). After the first call it is one atomic load for the first 256 extension types a
+  // process uses (later ones take a lock): fine on an op's hot path.
   template <class T>
   T& extension() {
     const size_t id = detail::extension_id<T>();

@@ -20,8 +20,10 @@ namespace lt = kjit::detail::lt;
 
 namespace {
 
-[[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& what) {
-  throw Error(Errc::InvalidArgument, "linear_gn_min: " + what + " (" + p.describe() + ")");
+// Each error names the option or operand it is about (Error::field).
+[[noreturn]] void bad(const LinearGnMinProblem& p, const std::string& field,
+                      const std::string& what) {
+  op::invalid("linear_gn_min", field, what, p.describe());
 }
 
 constexpr const char* kReserveHint =
@@ -38,10 +40,10 @@ int64_t align_class(const void* ptr, size_t esz) {
 
 void check_options(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
   if (!(opt.eps >= 0.f) || std::isinf(opt.eps))
-    bad(p, "eps = " + std::to_string(opt.eps) + " must be finite and >= 0");
+    bad(p, "eps", "eps = " + std::to_string(opt.eps) + " must be finite and >= 0");
   const auto b = static_cast<int>(opt.bias_add);
   if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
-    bad(p, "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
+    bad(p, "bias_add", "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
 }
 
 struct Span {
@@ -63,10 +65,11 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
   const size_t ab = ab_size(p.precision);
   const char* ab_name = ab == 2 ? "bf16" : "fp32";
   auto check_ptr = [&](const void* ptr, const char* name, size_t esz, const char* type) {
-    if (!ptr) bad(p, std::string(name) + " is null");
+    if (!ptr) bad(p, name, std::string(name) + " is null");
     if (reinterpret_cast<uintptr_t>(ptr) % esz != 0)
-      bad(p, std::string(name) + " is not aligned to its element size (" + std::to_string(esz) +
-                 " bytes for " + type + ")");
+      bad(p, name,
+          std::string(name) + " is not aligned to its element size (" + std::to_string(esz) +
+              " bytes for " + type + ")");
   };
   check_ptr(x, "x", ab, ab_name);
   check_ptr(w, "weight", ab, ab_name);
@@ -84,17 +87,20 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
   // (x and weight are read by the GEMM, which the stream finishes before the kernel starts.)
   for (const Span& s : {span("linear_bias", lb, n4), span("gamma", gamma, n4),
                         span("beta", beta, n4), span("bias", bias, n4)})
-    if (o.overlaps(s)) bad(p, std::string("out overlaps ") + s.name);
+    if (o.overlaps(s)) bad(p, "out", std::string("out overlaps ") + s.name);
   if (!ws.ptr) {
     if (ws.bytes != 0)
-      bad(p, "workspace.bytes = " + std::to_string(ws.bytes) + " given with a null workspace.ptr");
+      bad(p, "workspace",
+          "workspace.bytes = " + std::to_string(ws.bytes) + " given with a null workspace.ptr");
     return;
   }
   const size_t need = linear_gn_min_workspace_size(p);
   if (ws.bytes < need)
-    bad(p, "workspace of " + std::to_string(ws.bytes) +
-               " bytes is smaller than linear_gn_min_workspace_size = " + std::to_string(need));
-  if (reinterpret_cast<uintptr_t>(ws.ptr) % 256 != 0) bad(p, "workspace must be 256-byte aligned");
+    bad(p, "workspace",
+        "workspace of " + std::to_string(ws.bytes) +
+            " bytes is smaller than linear_gn_min_workspace_size = " + std::to_string(need));
+  if (reinterpret_cast<uintptr_t>(ws.ptr) % 256 != 0)
+    bad(p, "workspace", "workspace must be 256-byte aligned");
   const Span wsp = span("workspace", ws.ptr, need);
   const Span others[] = {span("x", x, static_cast<size_t>(p.M * p.K) * ab),
                          span("weight", w, static_cast<size_t>(p.N * p.K) * ab),
@@ -104,7 +110,7 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
                          span("bias", bias, n4),
                          o};
   for (const Span& s : others)
-    if (wsp.overlaps(s)) bad(p, std::string("workspace overlaps ") + s.name);
+    if (wsp.overlaps(s)) bad(p, "workspace", std::string("workspace overlaps ") + s.name);
 }
 
 namespace {
