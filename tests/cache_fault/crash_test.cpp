@@ -175,3 +175,51 @@ TEST_CASE("disk full during a write: put fails cleanly, the op still gets its en
   CHECK(cache.get(small)->payload == "small");
   for (const auto& info : cache.list(true)) CHECK(info.valid);
 }
+
+// The same with a writer in a real second PID namespace (two containers sharing one cache): its
+// temp file's pid means nothing here. Needs unshare(1) and the right to make a PID namespace.
+TEST_CASE("a writer in another PID namespace keeps its temp file") {
+  TempDir tmp;
+  DiskCache cache(options_for(tmp.path()));
+  const Key k = key_of("ns");
+  REQUIRE(cache.put(k, entry_of("x")));
+  const pid_t gone = spawn_child([] { return 0; });
+  wait_child(gone);
+  const std::string temp = entry_path(tmp.path(), k) + ".tmp." + std::to_string(gone) + ".0ccc";
+  write_file(temp, "partial");
+  age_file(temp, 2 * 3600);
+  if (in_child([] {
+        const int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, STDOUT_FILENO);
+        ::dup2(null, STDERR_FILENO);
+        ::execlp("unshare", "unshare", "--pid", "--fork", "true", static_cast<char*>(nullptr));
+        return 127;
+      }) != 0) {
+    MESSAGE("skipped: cannot make a PID namespace here (unshare --pid failed)");
+    return;
+  }
+  // flock(1) inside the new namespace holds the writer's lock on the temp file.
+  const pid_t writer = ::fork();
+  if (writer == 0) {
+    ::execlp("unshare", "unshare", "--pid", "--fork", "--kill-child", "flock", "-x", temp.c_str(),
+             "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool held = false;
+  for (int i = 0; i < 500 && !held; ++i) {
+    const int fd = ::open(temp.c_str(), O_RDWR);
+    held = fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (fd >= 0) ::close(fd);
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(held);
+  cache.prune(std::nullopt, std::nullopt);
+  CHECK(exists(temp));      // alive in its own namespace, whatever its name's pid says here
+  ::kill(writer, SIGKILL);  // --kill-child: the namespace's init, and flock with it, die too
+  wait_child(writer);
+  for (int i = 0; i < 500 && exists(temp); ++i) {
+    cache.prune(std::nullopt, std::nullopt);
+    if (exists(temp)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK_FALSE(exists(temp));
+}
