@@ -5,6 +5,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/specs.hpp"
 #include "kjit/op/target.hpp"
 #include "kjit/ops/group_norm.hpp"
 
@@ -773,16 +774,9 @@ std::vector<GroupNormConfig> group_norm_configs_for(const GroupNormProblem& p, c
 
 std::vector<Spec> group_norm_specs_for(const GroupNormProblem& p, const Target& t,
                                        const GroupNormOptions& opt, bool aligned) {
-  std::vector<Spec> out;
-  if (p.N == 0 || p.S == 0) return out;  // an empty tensor: the op launches nothing
-  std::vector<std::string> seen;
-  for (const GroupNormConfig& c : group_norm_configs_for(p, t, opt, aligned))
-    for (Spec& s : group_norm_specs(p, c))
-      if (std::find(seen.begin(), seen.end(), s.instantiation()) == seen.end()) {
-        seen.push_back(s.instantiation());
-        out.push_back(std::move(s));
-      }
-  return out;
+  if (p.N == 0 || p.S == 0) return {};  // an empty tensor: the op launches nothing
+  return op::distinct_specs(group_norm_configs_for(p, t, opt, aligned),
+                            [&](const GroupNormConfig& c) { return group_norm_specs(p, c); });
 }
 
 }  // namespace kjit::ops

@@ -6,6 +6,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/specs.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 
 namespace kjit::ops {
@@ -334,15 +335,8 @@ std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, 
 
 std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Target& t,
                                           const LinearGnMinOptions& opt, bool out_aligned) {
-  std::vector<Spec> out;
-  std::vector<std::string> seen;
-  for (const GnMinConfig& c : linear_gn_min_configs_for(p, t, opt, out_aligned))
-    for (Spec& s : gn_min_specs(p, c))
-      if (std::find(seen.begin(), seen.end(), s.instantiation()) == seen.end()) {
-        seen.push_back(s.instantiation());
-        out.push_back(std::move(s));
-      }
-  return out;
+  return op::distinct_specs(linear_gn_min_configs_for(p, t, opt, out_aligned),
+                            [&](const GnMinConfig& c) { return gn_min_specs(p, c); });
 }
 
 }  // namespace kjit::ops
