@@ -192,6 +192,12 @@ Lookup DiskCache::Impl::lookup(const Key& key, Entry* out) {
     case ReadStatus::Failed:
       return Lookup::ReadError;
   }
+  if (opts.check) {
+    if (const std::string refusal = opts.check->problem(key, *out); !refusal.empty()) {
+      note_untrusted(shard.path_of(entry_name(key)) + ": " + refusal);
+      return Lookup::Untrusted;
+    }
+  }
   bytes_read += r.bytes.size();
   // futimens on the descriptor we verified: a path-based touch could hit a file renamed in since.
   // Read-only mode writes nothing, not even timestamps.
@@ -326,7 +332,14 @@ std::optional<Entry> DiskCache::get(const Key& key) {
 bool DiskCache::put(const Key& key, const Entry& entry) {
   if (impl_->mode != Mode::ReadWrite) return false;
   try {
-    std::string bytes = serialize_entry(key, entry);
+    Entry sealed;
+    const Entry* to_write = &entry;
+    if (impl_->opts.check) {
+      sealed = entry;
+      impl_->opts.check->seal(key, &sealed);
+      to_write = &sealed;
+    }
+    std::string bytes = serialize_entry(key, *to_write);
     // An entry over half the cap would make the next trim evict everything, itself included.
     const uint64_t cap = impl_->opts.max_bytes;
     if (cap != 0 && bytes.size() > cap / 2) {

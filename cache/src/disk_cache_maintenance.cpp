@@ -52,7 +52,7 @@ EntryInfo foreign_info(const Folder& v1, const FileRecord& r) {
 
 // One entry's info, read through the same checks as get(). nullopt when it vanished meanwhile.
 std::optional<EntryInfo> entry_info(const Folder& v1, const FileRecord& r, const Trust& trust,
-                                    bool verify) {
+                                    const EntryCheck* check, bool verify) {
   EntryInfo info;
   info.key_hex = r.name.substr(0, 64);
   info.path = record_path(v1, r);
@@ -72,6 +72,10 @@ std::optional<EntryInfo> entry_info(const Folder& v1, const FileRecord& r, const
   if (rd.status == ReadStatus::Missing) return std::nullopt;
   info.valid = rd.status == ReadStatus::Ok;
   info.error = rd.reason;
+  if (info.valid && check) {
+    info.error = check->problem(key, e);
+    info.valid = info.error.empty();
+  }
   info.label = std::move(e.label);
   return info;
 }
@@ -85,7 +89,7 @@ std::vector<EntryInfo> DiskCache::list(bool verify_checksums) {
   if (impl_->mode == Mode::Off || impl_->open_v1(false, &v1, &why) != OpenStatus::Ok) return out;
   Scan scan = scan_cache(v1);
   for (const FileRecord& r : scan.entries)
-    if (auto info = entry_info(v1, r, *impl_->trust, verify_checksums))
+    if (auto info = entry_info(v1, r, *impl_->trust, impl_->opts.check.get(), verify_checksums))
       out.push_back(std::move(*info));
   for (const FileRecord& r : scan.foreign) out.push_back(foreign_info(v1, r));
   std::sort(out.begin(), out.end(),
@@ -141,8 +145,10 @@ uint64_t DiskCache::export_to(const std::string& archive_path) {
       Key key;
       Key::from_hex(r.name.substr(0, 64), &key);
       // Only what get() would serve: verified, trusted, regular.
-      EntryRead rd = read_entry_file(shard, r.name, *impl_->trust, &key, true, nullptr);
+      Entry e;
+      EntryRead rd = read_entry_file(shard, r.name, *impl_->trust, &key, true, &e);
       if (rd.status != ReadStatus::Ok) continue;
+      if (impl_->opts.check && !impl_->opts.check->problem(key, e).empty()) continue;
       out.add(key, rd.bytes);
       ++n;
     }
@@ -156,10 +162,16 @@ uint64_t DiskCache::import_from(const std::string& archive_path) {
     throw std::runtime_error("kjit cache: cannot import into " + dir() +
                              ": the cache is not writable (mode off or read-only)");
   auto check = [&](const Key& key, std::string_view file, Entry* out) {
-    ParseStatus s = parse_entry(file, &key, true, nullptr, out);
+    Entry e;
+    ParseStatus s = parse_entry(file, &key, true, nullptr, &e);
     if (s != ParseStatus::Ok)
       throw std::runtime_error("kjit cache: bad archive " + archive_path + ": entry " + key.hex() +
                                ": " + describe(s));
+    if (impl_->opts.check)
+      if (const std::string why = impl_->opts.check->problem(key, e); !why.empty())
+        throw std::runtime_error("kjit cache: archive " + archive_path + ": entry " + key.hex() +
+                                 " refused: " + why);
+    if (out) *out = std::move(e);
   };
   auto trailer = [](std::string_view file) { return std::string(file.substr(file.size() - 32)); };
   // One descriptor for both passes: the file that pass 1 proved sound is the one pass 2 reads.

@@ -534,3 +534,64 @@ TEST_CASE("a shared cache's lock files are the team's to open, whatever the umas
   CHECK((mode_of(tmp / "team/v1/evict.lock") & 07777) == 0660);
   CHECK((mode_of(tmp / "team/v1/locks") & 07777) == 02770);
 }
+
+namespace {
+
+// A fleet key's check, as a shared or remote tier would plug in (a keyed SHA-256 here; a real
+// tier uses HMAC-SHA256). The signature covers the key, the label and the payload.
+class SignedBy : public EntryCheck {
+ public:
+  explicit SignedBy(std::string secret) : secret_(std::move(secret)) {}
+  std::string problem(const Key& key, const Entry& e) const override {
+    const std::string* sig = e.find("signature");
+    if (!sig) return "not signed";
+    return *sig == sign(key, e) ? "" : "bad signature";
+  }
+  void seal(const Key& key, Entry* e) const override {
+    e->metadata.erase(std::remove_if(e->metadata.begin(), e->metadata.end(),
+                                     [](const auto& kv) { return kv.first == "signature"; }),
+                      e->metadata.end());
+    e->metadata.emplace_back("signature", sign(key, *e));
+  }
+
+ private:
+  std::string sign(const Key& key, const Entry& e) const {
+    const auto d = sha256(secret_ + key.hex() + '\0' + e.label + '\0' + e.payload);
+    return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+  }
+  std::string secret_;
+};
+
+}  // namespace
+
+TEST_CASE("an EntryCheck (the signed tier's hook) seals every write and vets every read") {
+  TempDir tmp;
+  Options signed_opts = options_for(tmp / "cache");
+  signed_opts.check = std::make_shared<SignedBy>("fleet key");
+  const Key a = key_of("a"), b = key_of("b");
+  {
+    DiskCache c(signed_opts);
+    REQUIRE(c.put(a, entry_of("signed")));
+    DiskCache plain(options_for(tmp / "cache"));  // the trust policy alone: no signature written
+    REQUIRE(plain.put(b, entry_of("unsigned")));
+  }
+  DiskCache c(signed_opts);
+  CHECK(c.get(a)->payload == "signed");
+  CHECK_FALSE(c.get(b));  // an entry the fleet key did not sign is a miss
+  CHECK(c.stats().untrusted == 1);
+  int bad = 0;
+  for (const EntryInfo& e : c.list(true)) bad += !e.valid && e.error == "not signed";
+  CHECK(bad == 1);
+  CHECK(c.export_to(tmp / "a.kjitar") == 1);  // only what get() would serve
+  Options other_key = options_for(tmp / "other");
+  other_key.check = std::make_shared<SignedBy>("another fleet");
+  DiskCache o(other_key);
+  CHECK_THROWS_WITH_AS(o.import_from(tmp / "a.kjitar"), doctest::Contains("bad signature"),
+                       std::runtime_error);
+  CHECK_FALSE(o.get(a));
+  bool made = false;  // a refused entry is recompiled and replaced by a sealed one
+  c.get_or_make(
+      b, [] { return entry_of("remade"); }, &made);
+  CHECK(made);
+  CHECK(c.get(b)->payload == "remade");
+}

@@ -39,6 +39,22 @@ struct Stats {
   uint64_t bytes_read = 0, bytes_written = 0;
 };
 
+// The hook a shared or remote tier plugs its own check into (docs/API.md, "Trust"): a folder's
+// owner check cannot vouch for bytes another machine wrote, a signature by a key the fleet holds
+// can. seal() runs on every entry before it is written, problem() on every entry read before it
+// is served (get, get_or_make, list, export, import).
+class EntryCheck {
+ public:
+  virtual ~EntryCheck() = default;
+  // Empty when `entry`, stored under `key`, may be served; else why not. A refused entry is a
+  // miss counted as untrusted (it is recompiled and replaced), listed as bad, never exported,
+  // and an archive holding one is not imported.
+  virtual std::string problem(const Key& key, const Entry& entry) const = 0;
+  // May add to the entry before it is written (e.g. metadata "signature": an HMAC over the key,
+  // the metadata and the payload).
+  virtual void seal(const Key& key, Entry* entry) const = 0;
+};
+
 struct Options {
   std::string dir;  // empty -> default_dir()
   Mode mode = Mode::ReadWrite;
@@ -47,6 +63,8 @@ struct Options {
   // Empty: the cache is private (this user and root only). A group name: a team's shared folder,
   // whose members are trusted too (folders made 2770, files 0660). See docs/API.md, "Trust".
   std::string shared_group;
+  // Checked on every entry as well as the trust policy (null: the trust policy alone).
+  std::shared_ptr<const EntryCheck> check;
   // The cache prints its warnings (folder refused, read-only fallback, first write error) to
   // stderr once each, unless quiet: the tools report the same problems as errors themselves.
   bool quiet = false;
