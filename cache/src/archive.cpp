@@ -1,5 +1,6 @@
 #include "archive.hpp"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,14 +62,8 @@ class BodyReader {
  private:
   void read_raw(uint64_t n, std::string* out) {
     out->resize(n);
-    size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::read(fd_, &(*out)[got], n - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail(path_, "read error: " + errno_text(errno));
-      if (r == 0) fail(path_, "file shrank while reading");
-      got += static_cast<size_t>(r);
-    }
+    if (int err = read_exact(fd_, out->data(), n))
+      fail(path_, err == EIO ? "file shrank while reading" : "read error: " + errno_text(err));
   }
 
   const std::string& path_;

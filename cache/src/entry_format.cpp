@@ -61,9 +61,8 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr size_t kHeaderSize = kEntryKeyOffset + 32;
 // Header + label length + metadata count + payload length + checksum.
-constexpr size_t kMinEntrySize = kHeaderSize + 8 + 8 + 8 + kChecksumSize;
+constexpr size_t kMinEntrySize = kEntryHeaderSize + 8 + 8 + 8 + kChecksumSize;
 // A pair needs two length fields at least; bounds the count before reserving.
 constexpr size_t kMinPairSize = 16;
 
@@ -126,13 +125,23 @@ std::string serialize_entry(const Key& key, const Entry& entry) {
   return out;
 }
 
+ParseStatus check_entry_header(std::string_view head, const Key* expected) {
+  if (head.size() < kEntryHeaderSize) return ParseStatus::TooShort;
+  if (head.substr(0, kEntryMagic.size()) != kEntryMagic) return ParseStatus::BadMagic;
+  // Any other version, older or newer, is a miss: the runtime recompiles and overwrites it.
+  if (get_le(head.data() + kEntryVersionOffset, 4) != kEntryFormatVersion)
+    return ParseStatus::BadVersion;
+  if (expected && std::memcmp(head.data() + kEntryKeyOffset, expected->bytes.data(),
+                              expected->bytes.size()) != 0)
+    return ParseStatus::KeyMismatch;
+  return ParseStatus::Ok;
+}
+
 ParseStatus parse_entry(std::string_view file, const Key* expected, bool verify_checksum,
                         Key* key_out, Entry* out) {
   if (file.size() < kMinEntrySize) return ParseStatus::TooShort;
-  if (file.substr(0, kEntryMagic.size()) != kEntryMagic) return ParseStatus::BadMagic;
-  // Any other version, older or newer, is a miss: the runtime recompiles and overwrites it.
-  if (get_le(file.data() + kEntryVersionOffset, 4) != kEntryFormatVersion)
-    return ParseStatus::BadVersion;
+  // The key is compared after the checksum: a damaged key is reported as damage.
+  if (ParseStatus s = check_entry_header(file, nullptr); s != ParseStatus::Ok) return s;
   std::string_view body = file.substr(0, file.size() - kChecksumSize);
   if (verify_checksum) {
     Sha256 sha;
@@ -145,7 +154,7 @@ ParseStatus parse_entry(std::string_view file, const Key* expected, bool verify_
   std::memcpy(stored.bytes.data(), file.data() + kEntryKeyOffset, stored.bytes.size());
   if (expected && stored != *expected) return ParseStatus::KeyMismatch;
   Reader r(body);
-  r.skip(kHeaderSize);
+  r.skip(kEntryHeaderSize);
   ParseStatus s = parse_fields(&r, out);
   if (s == ParseStatus::Ok && key_out) *key_out = stored;
   return s;

@@ -27,12 +27,17 @@ inline constexpr uint32_t kEntryFormatVersion = 1;
 inline constexpr size_t kEntryVersionOffset = 8;
 inline constexpr size_t kEntryKeyOffset = 12;
 inline constexpr size_t kChecksumSize = 32;
+inline constexpr size_t kEntryHeaderSize = kEntryKeyOffset + 32;  // magic, version, key
 
 enum class ParseStatus { Ok, TooShort, BadMagic, BadVersion, BadChecksum, KeyMismatch, BadLength };
 
 const char* describe(ParseStatus s);
 
 std::string serialize_entry(const Key& key, const Entry& entry);
+
+// The fixed header alone (at least kEntryHeaderSize bytes): magic, version and, when `expected`
+// is given, the key. Readers check it before reading a body that may be large.
+ParseStatus check_entry_header(std::string_view head, const Key* expected);
 
 // `expected` (optional) must equal the stored key. `verify_checksum` = false skips hashing for
 // callers that only want the label (listing); every length is still bounds-checked.

@@ -5,37 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
-
 #include "cache_dir.hpp"
 
 namespace kjit::cache::detail {
 
 namespace {
-
-int read_exact(int fd, char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return errno;
-    if (r == 0) return EIO;  // shorter than fstat said: changed under us
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return 0;
-}
-
-ParseStatus check_header(std::string_view head, const Key* expected) {
-  if (head.substr(0, kEntryMagic.size()) != kEntryMagic) return ParseStatus::BadMagic;
-  uint32_t version = 0;
-  for (int i = 0; i < 4; ++i)
-    version |= uint32_t{static_cast<uint8_t>(head[kEntryVersionOffset + i])} << (8 * i);
-  if (version != kEntryFormatVersion) return ParseStatus::BadVersion;
-  if (expected &&
-      std::memcmp(head.data() + kEntryKeyOffset, expected->bytes.data(), expected->bytes.size()))
-    return ParseStatus::KeyMismatch;
-  return ParseStatus::Ok;
-}
 
 EntryRead fail(EntryRead r, ReadStatus s, const std::string& path, const std::string& reason) {
   r.status = s;
@@ -67,12 +41,12 @@ EntryRead read_entry_file(const Folder& shard, std::string_view name, const Trus
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > kMaxEntryBytes)
     return fail(std::move(r), ReadStatus::Corrupt, path, "is larger than any entry (not read)");
-  if (size < kEntryKeyOffset + 32)
+  if (size < kEntryHeaderSize)
     return fail(std::move(r), ReadStatus::Corrupt, path, describe(ParseStatus::TooShort));
-  r.bytes.resize(kEntryKeyOffset + 32);
+  r.bytes.resize(kEntryHeaderSize);
   if (int err = read_exact(r.fd.get(), r.bytes.data(), r.bytes.size()))
     return fail(std::move(r), ReadStatus::Failed, path, errno_text(err));
-  if (ParseStatus s = check_header(r.bytes, expected); s != ParseStatus::Ok)
+  if (ParseStatus s = check_entry_header(r.bytes, expected); s != ParseStatus::Ok)
     return fail(std::move(r), ReadStatus::Corrupt, path, describe(s));
   const size_t head = r.bytes.size();
   r.bytes.resize(static_cast<size_t>(size));

@@ -36,12 +36,6 @@ bool lock_now(int fd) {
   return flock_nb(fd, LOCK_EX) == 0;
 }
 
-bool is_locked_by_someone(int fd) {
-  if (flock_nb(fd, LOCK_EX) != 0) return errno == EWOULDBLOCK;
-  ::flock(fd, LOCK_UN);
-  return false;
-}
-
 std::optional<FileLock> FileLock::acquire(const Folder& dir, const std::string& name,
                                           const Trust& trust, std::chrono::milliseconds timeout,
                                           bool remove_on_release) {

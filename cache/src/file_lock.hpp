@@ -44,9 +44,6 @@ class FileLock {
   bool remove_;
 };
 
-// Whether someone holds an exclusive flock on `fd` right now (a writer's temp file): tries to
-// take it without waiting and lets it go again.
-bool is_locked_by_someone(int fd);
 // Takes an exclusive flock on `fd` without waiting; true when had.
 bool lock_now(int fd);
 

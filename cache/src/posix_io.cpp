@@ -58,43 +58,16 @@ int write_all(int fd, std::string_view data) {
   return 0;
 }
 
-int read_all(int fd, std::string* out, size_t size_hint) {
-  out->clear();
-  // One extra byte so that a file of exactly size_hint bytes ends in one read() plus the EOF read.
-  out->resize(size_hint + 1);
-  size_t used = 0;
-  for (;;) {
-    if (used == out->size()) out->resize(out->size() * 2 + 4096);
-    ssize_t n = ::read(fd, &(*out)[used], out->size() - used);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      out->clear();
-      return err;
-    }
-    if (n == 0) break;
-    used += static_cast<size_t>(n);
+int read_exact(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    if (r == 0) return EIO;
+    p += r;
+    n -= static_cast<size_t>(r);
   }
-  out->resize(used);
   return 0;
-}
-
-int make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0777) == 0) return 0;
-  int err = errno;
-  if (err != EEXIST) return err;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
-
-int make_dirs(const std::string& path) {
-  if (path.empty()) return ENOENT;
-  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
-    int err = make_dir(path.substr(0, pos));
-    if (err != 0) return err;
-  }
-  return make_dir(path);
 }
 
 std::string errno_text(int err) {

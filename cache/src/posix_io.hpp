@@ -37,12 +37,8 @@ class UniqueFd {
 UniqueFd open_fd(const std::string& path, int flags, mode_t mode = 0);
 
 int write_all(int fd, std::string_view data);
-// Reads until EOF. `size_hint` (usually st_size) avoids regrowing the buffer.
-int read_all(int fd, std::string* out, size_t size_hint);
-// mkdir that treats "already a directory" as success.
-int make_dir(const std::string& path);
-// mkdir -p.
-int make_dirs(const std::string& path);
+// Exactly n bytes; EIO when the file ends first (it shrank since it was sized).
+int read_exact(int fd, char* p, size_t n);
 
 std::string errno_text(int err);
 

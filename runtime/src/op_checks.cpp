@@ -12,31 +12,25 @@ void invalid(const std::string& op, const std::string& field, const std::string&
   throw Error::invalid(field, op + ": " + rule + (context.empty() ? "" : " (" + context + ")"));
 }
 
-void check_pointer(const std::string& op, const std::string& field, const void* ptr,
-                   size_t elem_bytes, const std::string& context) {
-  if (!ptr) invalid(op, field, field + " is null", context);
+std::string pointer_problem(const char* field, const void* ptr, size_t elem_bytes) {
+  if (!ptr) return std::string(field) + " is null";
   if (elem_bytes > 1 && reinterpret_cast<uintptr_t>(ptr) % elem_bytes != 0)
-    invalid(
-        op, field,
-        field + " is not aligned to its element size (" + std::to_string(elem_bytes) + " bytes)",
-        context);
+    return std::string(field) + " is not aligned to its element size (" +
+           std::to_string(elem_bytes) + " bytes)";
+  return {};
 }
 
-void check_eps(const std::string& op, float eps, const std::string& context) {
-  if (!(eps >= 0.f) || std::isinf(eps))
-    invalid(op, "eps", "eps = " + std::to_string(eps) + " must be finite and >= 0", context);
+std::string eps_problem(float eps) {
+  if (eps >= 0.f && !std::isinf(eps)) return {};
+  return "eps = " + std::to_string(eps) + " must be finite and >= 0";
 }
 
-void check_disjoint(const std::string& op, const std::string& field_a, const void* a,
-                    size_t bytes_a, const std::string& field_b, const void* b, size_t bytes_b,
-                    bool same_ok, const std::string& context) {
+std::string overlap_problem(const char* field_a, const void* a, size_t bytes_a, const char* field_b,
+                            const void* b, size_t bytes_b, bool same_ok) {
   const auto as = reinterpret_cast<uintptr_t>(a), bs = reinterpret_cast<uintptr_t>(b);
-  if (same_ok && as == bs) return;
-  if (as < bs + bytes_b && bs < as + bytes_a)
-    invalid(op, field_b,
-            field_a + " and " + field_b +
-                (same_ok ? " overlap without being the same tensor" : " overlap"),
-            context);
+  if ((same_ok && as == bs) || !(as < bs + bytes_b && bs < as + bytes_a)) return {};
+  return std::string(field_a) + " and " + field_b +
+         (same_ok ? " overlap without being the same tensor" : " overlap");
 }
 
 bool capturing(const Runtime& rt, CUstream stream) {

@@ -68,16 +68,25 @@ TEST_CASE("problem validation names the field") {
 }
 
 TEST_CASE("op-support checks: pointers, eps, overlap") {
+  auto none = [] { return std::string(); };
+  int formatted = 0;  // the context is formatted only when a check fails
+  auto counted = [&] {
+    ++formatted;
+    return std::string("ctx");
+  };
   alignas(16) char b[64];
-  CHECK(field_of([&] { kjit::op::check_pointer("app_op", "src", nullptr, 4, ""); }) == "src");
-  CHECK(field_of([&] { kjit::op::check_pointer("app_op", "src", b + 2, 4, ""); }) == "src");
-  CHECK_NOTHROW(kjit::op::check_pointer("app_op", "src", b + 4, 4, "ctx"));
-  CHECK(field_of([&] { kjit::op::check_eps("app_op", -1.f, ""); }) == "eps");
-  CHECK(field_of([&] { kjit::op::check_eps("app_op", INFINITY, ""); }) == "eps");
-  CHECK_NOTHROW(kjit::op::check_disjoint("app_op", "a", b, 32, "b", b + 32, 32, false, ""));
-  CHECK_NOTHROW(kjit::op::check_disjoint("app_op", "a", b, 32, "b", b, 32, true, ""));
-  CHECK(field_of([&] { kjit::op::check_disjoint("app_op", "a", b, 32, "b", b, 32, false, ""); }) ==
-        "b");
+  CHECK(field_of([&] { kjit::op::check_pointer("app_op", "src", nullptr, 4, none); }) == "src");
+  CHECK(field_of([&] { kjit::op::check_pointer("app_op", "src", b + 2, 4, none); }) == "src");
+  CHECK_NOTHROW(kjit::op::check_pointer("app_op", "src", b + 4, 4, counted));
+  CHECK(field_of([&] { kjit::op::check_eps("app_op", -1.f, none); }) == "eps");
+  CHECK(field_of([&] { kjit::op::check_eps("app_op", INFINITY, none); }) == "eps");
+  CHECK_NOTHROW(kjit::op::check_disjoint("app_op", "a", b, 32, "b", b + 32, 32, false, counted));
+  CHECK_NOTHROW(kjit::op::check_disjoint("app_op", "a", b, 32, "b", b, 32, true, counted));
+  CHECK_NOTHROW(kjit::op::check_eps("app_op", 1e-5f, counted));
+  CHECK(formatted == 0);
+  CHECK(field_of([&] {
+          kjit::op::check_disjoint("app_op", "a", b, 32, "b", b, 32, false, none);
+        }) == "b");
   try {
     kjit::op::invalid("app_op", "tile", "tile = 3 must be a power of two", "M=4");
   } catch (const kjit::Error& e) {

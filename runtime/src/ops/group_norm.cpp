@@ -22,7 +22,8 @@ namespace {
 void validate_call(const GroupNormProblem& p, const void* x, const void* y, const void* w,
                    const void* b, float eps) {
   validate(p);
-  const std::string ctx = p.describe();
+  // Formatted only when a check fails: this runs on every call.
+  auto ctx = [&] { return p.describe(); };
   op::check_eps("group_norm", eps, ctx);
   op::check_pointer("group_norm", "x", x, dtype_size(p.dtype), ctx);
   op::check_pointer("group_norm", "y", y, dtype_size(p.dtype), ctx);
@@ -157,7 +158,7 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
   if (!lease.ptr() || (plan.barrier_bytes && !bar)) {
     lease.release();
-    if (plan.fallback && kjit::detail::capturing(rt.context(), stream))
+    if (plan.fallback && op::capturing(rt, stream))
       return launch_plan(rt, *plan.fallback, a, stream, ws);
     lease = ws->partials.lease(rt, stream, plan.partials_bytes, "group_norm", kReserveHint);
     if (plan.barrier_bytes)

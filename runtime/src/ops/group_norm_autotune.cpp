@@ -8,6 +8,7 @@
 #include "cuda_driver.hpp"
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
 #include "kjit/version.hpp"
 #include "ops/env.hpp"
 #include "ops/group_norm_plan.hpp"
@@ -62,11 +63,9 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       if (c.describe() == e->payload) return c;
   }
   // Timing allocates and synchronizes, which would invalidate the caller's capture.
-  if (kjit::detail::capturing(rt.context(), caller))
-    throw Error(Errc::CaptureCompile,
-                "group_norm: autotuning " + p.describe() +
-                    " would time its candidates while the stream is being captured into a "
-                    "graph: call prepare_group_norm with autotune before capturing");
+  if (op::capturing(rt, caller))
+    op::capture_error("group_norm", "autotuning would time the candidates", p.describe(),
+                      "call prepare_group_norm with autotune before capturing");
   const size_t elems = static_cast<size_t>(p.N * p.C * p.S);
   const size_t esz = dtype_size(p.dtype);
   std::vector<unsigned char> host(elems * esz);

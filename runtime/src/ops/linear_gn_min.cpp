@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
@@ -39,8 +40,7 @@ int64_t align_class(const void* ptr, size_t esz) {
 }
 
 void check_options(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
-  if (!(opt.eps >= 0.f) || std::isinf(opt.eps))
-    bad(p, "eps", "eps = " + std::to_string(opt.eps) + " must be finite and >= 0");
+  op::check_eps("linear_gn_min", opt.eps, [&] { return p.describe(); });
   const auto b = static_cast<int>(opt.bias_add);
   if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
     bad(p, "bias_add", "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
@@ -63,21 +63,15 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
   validate(p);
   check_options(p, opt);
   const size_t ab = ab_size(p.precision);
-  const char* ab_name = ab == 2 ? "bf16" : "fp32";
-  auto check_ptr = [&](const void* ptr, const char* name, size_t esz, const char* type) {
-    if (!ptr) bad(p, name, std::string(name) + " is null");
-    if (reinterpret_cast<uintptr_t>(ptr) % esz != 0)
-      bad(p, name,
-          std::string(name) + " is not aligned to its element size (" + std::to_string(esz) +
-              " bytes for " + type + ")");
-  };
-  check_ptr(x, "x", ab, ab_name);
-  check_ptr(w, "weight", ab, ab_name);
-  check_ptr(lb, "linear_bias", 4, "fp32");
-  check_ptr(gamma, "gamma", 4, "fp32");
-  check_ptr(beta, "beta", 4, "fp32");
-  check_ptr(bias, "bias", 4, "fp32");
-  check_ptr(out, "out", 4, "fp32");
+  auto ctx = [&] { return p.describe(); };  // formatted only when a check fails
+  for (const auto& [name, ptr, esz] : {std::tuple<const char*, const void*, size_t>{"x", x, ab},
+                                       {"weight", w, ab},
+                                       {"linear_bias", lb, 4},
+                                       {"gamma", gamma, 4},
+                                       {"beta", beta, 4},
+                                       {"bias", bias, 4},
+                                       {"out", out, 4}})
+    op::check_pointer("linear_gn_min", name, ptr, esz, ctx);
   const size_t n4 = static_cast<size_t>(p.N) * 4;
   auto span = [](const char* name, const void* ptr, size_t bytes) {
     return Span{name, reinterpret_cast<uintptr_t>(ptr), bytes};
