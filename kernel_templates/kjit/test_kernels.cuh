@@ -2,6 +2,7 @@
 // boolean template arguments and the 16-bit conversions.
 #pragma once
 
+#include "kjit/activation.cuh"
 #include "kjit/types.cuh"
 
 namespace kjit {
@@ -14,6 +15,14 @@ __global__ void test_affine(const T* __restrict__ x, T* __restrict__ y, int n) {
     float v = kScale * to_float(x[i]) + kOffset + (kAddOne ? 1.f : 0.f);
     y[i] = from_float<T>(v);
   }
+}
+
+// y[i] = Act(x[i]) in fp32, stored as T: the activation policies checked against their float64
+// reference (kjit::activation_ref) element by element.
+template <class T, class Act>
+__global__ void test_activation(const float* __restrict__ x, T* __restrict__ y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = from_float<T>(Act::template apply<T>(x[i]));
 }
 
 // Uses dynamic shared memory of kBytes and a cluster-size-independent result: y[b] = b + kBytes.

@@ -1,6 +1,7 @@
 // Everything a host application needs from kjit.
 #pragma once
 
+#include "kjit/activation.hpp"
 #include "kjit/compiler.hpp"
 #include "kjit/cuda.hpp"
 #include "kjit/dtype.hpp"
