@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kjit/activation.hpp"
 #include "kjit/dtype.hpp"
 #include "kjit/op/target.hpp"
 #include "kjit/runtime.hpp"
@@ -20,7 +21,6 @@ enum class Layout {
   NCHW,
   NHWC
 };  // channels-first ([N, C, *spatial]) or channels-last ([N, *spatial, C])
-enum class Activation { None, SiLU };
 const char* layout_name(Layout l);  // "nchw", "nhwc"
 // The inverse of layout_name; throws InvalidArgument naming the text for anything else.
 Layout parse_layout(const std::string& s);
