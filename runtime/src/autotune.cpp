@@ -1,0 +1,187 @@
+// The autotuner's loop (kjit/autotune.hpp): the stored record, else every candidate built and
+// timed under one failure policy; the winner stored when every candidate had its chance.
+#include "kjit/autotune.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "kjit/compiler.hpp"
+#include "kjit/cuda.hpp"
+#include "kjit/error.hpp"
+#include "kjit/runtime.hpp"
+#include "kjit/version.hpp"
+
+namespace kjit {
+namespace detail {
+namespace {
+
+constexpr const char* kFormat = "kjit-tune-v1";
+
+// A candidate that failed for good here (does not compile, the device cannot run it) is
+// skipped; an invalid problem is the caller's; anything else may pass on a retry.
+enum class Failure { Fatal, Skip, Passing };
+
+Failure classify(const Error& e) {
+  if (e.code() == Errc::InvalidArgument) return Failure::Fatal;
+  if (e.code() == Errc::Compile || e.code() == Errc::Unsupported) return Failure::Skip;
+  return Failure::Passing;
+}
+
+std::string problem_text(const TuneRequest& req) {
+  std::string s = req.name;
+  for (const auto& [field, value] : req.key) s += " " + field + "=" + value;
+  return s;
+}
+
+// The stored winner's index, when the record is ours and names a current candidate.
+std::optional<size_t> read_record(const TuneContext& ctx, const TuneRequest& req,
+                                  const cache::Key& key) {
+  if (!ctx.records) return std::nullopt;
+  const std::optional<cache::Entry> e = ctx.records->get(key);
+  if (!e) return std::nullopt;
+  const std::string* format = e->find("format");
+  if (!format || *format != kFormat) return std::nullopt;
+  for (size_t i = 0; i < req.candidates.size(); ++i)
+    if (req.candidates[i] == e->payload) return i;
+  return std::nullopt;
+}
+
+bool write_record(const TuneContext& ctx, const TuneRequest& req, const cache::Key& key,
+                  const TuneOutcome& o) {
+  if (!ctx.records) return false;
+  cache::Entry e;
+  e.label = "autotune " + problem_text(req) + " on " + ctx.where;
+  e.metadata = {{"kind", "tune"},
+                {"format", kFormat},
+                {"op", req.name},
+                {"winner", req.candidates[o.index]},
+                {"us", std::to_string(o.ms * 1000)},
+                {"timed", std::to_string(o.timed)},
+                {"candidates", std::to_string(req.candidates.size())}};
+  e.payload = req.candidates[o.index];
+  return ctx.records->put(key, e);
+}
+
+// Builds and times every candidate; the fastest by weighted time wins.
+TuneOutcome time_all(const TuneContext& ctx, const TuneRequest& req,
+                     const std::function<Launch(size_t)>& trial) {
+  TuneOutcome best;
+  float best_score = INFINITY;
+  std::optional<Error> passing;  // the first failure that may pass (out of memory, ...)
+  for (size_t i = 0; i < req.candidates.size(); ++i) {
+    float ms;
+    try {
+      ms = ctx.time(trial(i));
+    } catch (const Error& e) {
+      const Failure f = classify(e);
+      if (f == Failure::Fatal) throw;
+      if (f == Failure::Passing && !passing) passing = e;
+      continue;
+    }
+    ++best.timed;
+    const float score = ms * (i < req.weight.size() ? req.weight[i] : 1.f);
+    if (score < best_score) {
+      best_score = score;
+      best.index = i;
+      best.ms = ms;
+    }
+  }
+  if (best.timed == 0 && passing) throw *passing;  // a retry may succeed
+  if (best.timed == 0)
+    throw Error(Errc::Unsupported, "autotune: none of the " +
+                                       std::to_string(req.candidates.size()) +
+                                       " candidates could be built and run for " +
+                                       problem_text(req) + " on " + ctx.where);
+  // A winner among fewer candidates than this device can run is used, not remembered: the
+  // disk cache would serve it to every later process.
+  best.stored = !passing;
+  return best;
+}
+
+}  // namespace
+
+cache::Key tune_key(const TuneContext& ctx, const TuneRequest& req) {
+  cache::KeyBuilder kb;
+  kb.add("record", kFormat).add("name", req.name).add("version", req.version);
+  kb.add("kjit", KJIT_VERSION_STRING);
+  for (const auto& [field, value] : ctx.device) kb.add("device " + field, value);
+  for (const auto& [field, value] : req.key) kb.add("key " + field, value);
+  for (const std::string& c : req.candidates) kb.add("candidate", c);
+  return kb.finish();
+}
+
+TuneOutcome tune(const TuneContext& ctx, const TuneRequest& req,
+                 const std::function<Launch(size_t)>& trial) {
+  if (req.candidates.empty())
+    throw Error::invalid("candidates", "autotune " + problem_text(req) + ": no candidates");
+  const cache::Key key = tune_key(ctx, req);
+  if (const std::optional<size_t> i = read_record(ctx, req, key)) {
+    // The stored winner must still build here (a changed template may no longer compile, a
+    // device with less shared memory refuse it): if it cannot for good, tune afresh.
+    try {
+      trial(*i);
+      TuneOutcome o;
+      o.index = *i;
+      o.from_record = true;
+      return o;
+    } catch (const Error& e) {
+      if (classify(e) != Failure::Skip) throw;
+    }
+  }
+  TuneOutcome o = time_all(ctx, req, trial);
+  if (o.stored) o.stored = write_record(ctx, req, key, o);
+  return o;
+}
+
+TuneOutcome tune(Runtime& rt, const TuneRequest& req, const std::function<Launch(size_t)>& trial) {
+  Stream stream(rt);  // timing waits for this stream alone, never the caller's or the context
+  TuneContext ctx;
+  const DeviceProps& p = rt.props();
+  ctx.device = {{"name", p.name},
+                {"driver", std::to_string(p.driver_version)},
+                {"sms", std::to_string(p.context_sm_count)},
+                {"arch", rt.arch()},
+                {"nvrtc", Compiler::nvrtc_build()}};
+  ctx.records = &rt.compiler().disk_cache();
+  ctx.where = p.name;
+  ctx.time = [&](const Launch& call) { return time_calls(rt, stream, call, req.rule); };
+  return tune(ctx, req, trial);
+}
+
+std::string template_digest(Runtime& rt, const std::string& template_name) {
+  cache::KeyBuilder kb;
+  for (const auto& [name, text] : rt.templates().closure(template_name)) kb.add(name, text);
+  return kb.finish().hex();
+}
+
+}  // namespace detail
+
+float time_calls(Runtime& rt, CUstream stream, const Launch& call, const TimingRule& rule) {
+  if (!(rule.round_ms > 0) || rule.rounds < 1 || rule.max_calls < 1)
+    throw Error::invalid("rule",
+                         "autotune timing rule: round_ms > 0, rounds >= 1 and "
+                         "max_calls >= 1 (got " +
+                             std::to_string(rule.round_ms) + ", " + std::to_string(rule.rounds) +
+                             ", " + std::to_string(rule.max_calls) + ")");
+  Event start(rt), stop(rt);
+  call(stream);  // warm up, and fail here before anything is timed
+  start.record(stream);
+  call(stream);
+  stop.record(stream);
+  stop.synchronize();
+  const float once = std::max(stop.ms_since(start), 1e-3f);
+  const int calls =
+      std::clamp(static_cast<int>(std::ceil(rule.round_ms / once)), 1, rule.max_calls);
+  float best = once;
+  for (int round = 0; round < rule.rounds; ++round) {
+    start.record(stream);
+    for (int i = 0; i < calls; ++i) call(stream);
+    stop.record(stream);
+    stop.synchronize();
+    best = std::min(best, stop.ms_since(start) / static_cast<float>(calls));
+  }
+  return best;
+}
+
+}  // namespace kjit
