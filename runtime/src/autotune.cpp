@@ -23,7 +23,7 @@ constexpr const char* kFormat = "kjit-tune-v1";
 enum class Failure { Fatal, Skip, Passing };
 
 Failure classify(const Error& e) {
-  if (e.code() == Errc::InvalidArgument) return Failure::Fatal;
+  if (e.code() == Errc::InvalidArgument || e.code() == Errc::CaptureCompile) return Failure::Fatal;
   if (e.code() == Errc::Compile || e.code() == Errc::Unsupported) return Failure::Skip;
   return Failure::Passing;
 }
@@ -111,31 +111,35 @@ cache::Key tune_key(const TuneContext& ctx, const TuneRequest& req) {
   return kb.finish();
 }
 
-TuneOutcome tune(const TuneContext& ctx, const TuneRequest& req,
-                 const std::function<Launch(size_t)>& trial) {
+std::optional<TuneOutcome> recall(const TuneContext& ctx, const TuneRequest& req,
+                                  const std::function<Launch(size_t)>& trial) {
   if (req.candidates.empty())
     throw Error::invalid("candidates", "autotune " + problem_text(req) + ": no candidates");
-  const cache::Key key = tune_key(ctx, req);
-  if (const std::optional<size_t> i = read_record(ctx, req, key)) {
-    // The stored winner must still build here (a changed template may no longer compile, a
-    // device with less shared memory refuse it): if it cannot for good, tune afresh.
-    try {
-      trial(*i);
-      TuneOutcome o;
-      o.index = *i;
-      o.from_record = true;
-      return o;
-    } catch (const Error& e) {
-      if (classify(e) != Failure::Skip) throw;
-    }
+  const std::optional<size_t> i = read_record(ctx, req, tune_key(ctx, req));
+  if (!i) return std::nullopt;
+  // The stored winner must still build here (a changed template may no longer compile, a
+  // device with less shared memory refuse it): if it cannot for good, it is tuned afresh.
+  try {
+    trial(*i);
+  } catch (const Error& e) {
+    if (classify(e) != Failure::Skip) throw;
+    return std::nullopt;
   }
-  TuneOutcome o = time_all(ctx, req, trial);
-  if (o.stored) o.stored = write_record(ctx, req, key, o);
+  TuneOutcome o;
+  o.index = *i;
+  o.from_record = true;
   return o;
 }
 
-TuneOutcome tune(Runtime& rt, const TuneRequest& req, const std::function<Launch(size_t)>& trial) {
-  Stream stream(rt);  // timing waits for this stream alone, never the caller's or the context
+TuneOutcome tune(const TuneContext& ctx, const TuneRequest& req,
+                 const std::function<Launch(size_t)>& trial) {
+  if (std::optional<TuneOutcome> o = recall(ctx, req, trial)) return *o;
+  TuneOutcome o = time_all(ctx, req, trial);
+  if (o.stored) o.stored = write_record(ctx, req, tune_key(ctx, req), o);
+  return o;
+}
+
+TuneContext tune_context(Runtime& rt) {
   TuneContext ctx;
   const DeviceProps& p = rt.props();
   ctx.device = {{"name", p.name},
@@ -145,6 +149,12 @@ TuneOutcome tune(Runtime& rt, const TuneRequest& req, const std::function<Launch
                 {"nvrtc", Compiler::nvrtc_build()}};
   ctx.records = &rt.compiler().disk_cache();
   ctx.where = p.name;
+  return ctx;
+}
+
+TuneOutcome tune(Runtime& rt, const TuneRequest& req, const std::function<Launch(size_t)>& trial) {
+  Stream stream(rt);  // timing waits for this stream alone, never the caller's or the context
+  TuneContext ctx = tune_context(rt);
   ctx.time = [&](const Launch& call) { return time_calls(rt, stream, call, req.rule); };
   return tune(ctx, req, trial);
 }

@@ -227,3 +227,32 @@ TEST_CASE("autotune: a record that is not the tuner's own is ignored and overwri
   CHECK_FALSE(f.tune(tuner({64, 128})).from_record);
   CHECK(f.disk.get(key)->payload == "block=128");
 }
+
+TEST_CASE("autotune: recall serves a stored winner without timing, and nothing before that") {
+  Fake f;
+  f.script = {{64, ok(3.f)}, {128, ok(1.f)}};
+  const kjit::detail::TuneRequest req{"test.scale", 1, {{"n", "4096"}, {"dtype", "f32"}},
+                                      {"block=64", "block=128"}, {}, {}};
+  std::vector<size_t> built;
+  auto trial = [&](size_t i) {
+    built.push_back(i);
+    return f.build(Tile{i == 0 ? 64 : 128});
+  };
+  CHECK_FALSE(kjit::detail::recall(f.context(), req, trial).has_value());
+  CHECK(built.empty());
+  REQUIRE(f.tune(tuner({64, 128})).stored);
+  f.timings = 0;
+  const auto o = kjit::detail::recall(f.context(), req, trial);
+  REQUIRE(o.has_value());
+  CHECK(o->index == 1);
+  CHECK(o->from_record);
+  CHECK(built == std::vector<size_t>{1});
+  CHECK(f.timings == 0);
+}
+
+TEST_CASE("autotune: a capture error propagates: it is the call's, whichever candidate runs") {
+  Fake f;
+  f.script = {{64, run_fails(Errc::CaptureCompile)}, {128, ok(1.f)}};
+  CHECK_KJIT_ERROR(f.tune(tuner({64, 128})), Errc::CaptureCompile);
+  CHECK(f.builds == 1);
+}

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,10 @@ struct TuneContext {
   std::function<float(const Launch&)> time;  // ms per call, by the TimingRule
   std::string where;                         // the device, for messages
 };
+// A Runtime's context; `time` is set by tune() (it needs a stream of the tuner's own).
+TuneContext tune_context(Runtime& rt);
+std::optional<TuneOutcome> recall(const TuneContext& ctx, const TuneRequest& req,
+                                  const std::function<Launch(size_t index)>& trial);
 TuneOutcome tune(Runtime& rt, const TuneRequest& req,
                  const std::function<Launch(size_t index)>& trial);
 TuneOutcome tune(const TuneContext& ctx, const TuneRequest& req,
@@ -136,7 +141,8 @@ class Autotuner {
   // The stored winner if there is one (no timing), else every candidate timed: `trial(c)` builds
   // candidate c (compiling, loading) and returns its Launch. Failure policy, for building or
   // running a candidate:
-  //  - Errc::InvalidArgument propagates: the problem itself is wrong.
+  //  - Errc::InvalidArgument and Errc::CaptureCompile propagate: the problem or the call is
+  //    wrong, whichever candidate runs.
   //  - Errc::Compile or Errc::Unsupported skip the candidate for good: it cannot run here.
   //  - any other error skips it for now: the winner is used but not stored, and when no
   //    candidate ran, the first such error is thrown (a retry may succeed).
@@ -148,6 +154,17 @@ class Autotuner {
     const detail::TuneOutcome o =
         detail::tune(rt, req_, [&](size_t i) { return trial(configs_[i]); });
     return TuneResult<Config>{configs_[o.index], o.index, o.from_record, o.timed, o.ms, o.stored};
+  }
+
+  // The stored winner, when there is one and it still builds (`trial` is called for it alone,
+  // and its Launch never run); else nothing. What an op calls first when timing would need
+  // scratch memory, or is not allowed (a graph capture): recall, then prepare, then tune().
+  std::optional<TuneResult<Config>> recall(
+      Runtime& rt, const std::function<Launch(const Config&)>& trial) const {
+    const std::optional<detail::TuneOutcome> o = detail::recall(
+        detail::tune_context(rt), req_, [&](size_t i) { return trial(configs_[i]); });
+    if (!o) return std::nullopt;
+    return TuneResult<Config>{configs_[o->index], o->index, true, 0, 0, false};
   }
 
   // tune() on a given context instead of a Runtime's (tests without a GPU).

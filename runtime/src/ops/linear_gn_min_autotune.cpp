@@ -1,22 +1,19 @@
-// Linear -> GroupNorm -> min -> + bias autotuning: time the top 8 of cuBLASLt's heuristic, with
-// the bias epilogue and without it (the fused kernel then adds the bias), and the
-// fused kernel's candidate configs on scratch buffers of the problem's size, keep the fastest of
-// each, and remember the choice in the disk cache (keyed by GPU name, driver, cuBLASLt version,
-// problem, precision and alignment). The payload is the algorithm's bytes, the metadata says
-// whether it runs with the epilogue (cublasLtMatmulAlgo_t
-// is plain data, serializable for the same cuBLASLt version); a loaded one is verified with
-// cublasLtMatmulAlgoCheck before use.
-#include <algorithm>
+// Linear -> GroupNorm -> min -> + bias autotuning through kjit::Autotuner, in two steps: the
+// GEMM (the top 8 of cuBLASLt's heuristic with the bias epilogue and without it, when the
+// fused kernel then adds the bias), then the fused kernel's candidate configs on the winner's
+// output. Each step's winner is remembered in the disk cache on its own; the GEMM's is named by
+// its mode and algorithm (lt::describe), found again in the next process's heuristic list
+// (the same for the same cuBLASLt version, which is part of the key).
 #include <cmath>
-#include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cuda_driver.hpp"
+#include "kjit/autotune.hpp"
 #include "kjit/compiler.hpp"
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
-#include "kjit/version.hpp"
 #include "ops/candidate_errors.hpp"
 #include "ops/env.hpp"
 #include "ops/linear_gn_min_plan.hpp"
@@ -28,199 +25,178 @@ namespace lt = kjit::detail::lt;
 
 constexpr int kTopK = 8;
 
-cache::Key tune_key(Runtime& rt, const LinearGnMinProblem& p, const LgmKey& key,
-                    const std::vector<GnMinConfig>& cands) {
-  cache::KeyBuilder kb;
-  kb.add("record", "kjit-linear-gn-min-tune-v3").add("kjit", KJIT_VERSION_STRING);
-  kb.add("device", rt.props().name).add("driver", rt.props().driver_version);
-  // As GroupNorm's: the SMs this context may use, the code NVRTC makes, programmatic launch.
-  kb.add("sms", rt.props().context_sm_count).add("arch", rt.arch());
-  kb.add("nvrtc", Compiler::nvrtc_build()).add("pdl", env_pdl());
-  kb.add("cublaslt", static_cast<int64_t>(lt::version()));
-  kb.add("problem", p.describe());
-  kb.add("align_x", key.align_x).add("align_w", key.align_w).add("align_lb", key.align_lb);
-  kb.add("out_aligned", key.out_aligned).add("bias_add", key.bias_add);
-  kb.add("gemm_workspace", static_cast<int64_t>(kLinearGnMinGemmWorkspace));
-  kb.add("top_k", kTopK);
-  for (const auto& c : cands) kb.add("candidate", c.describe());
-  return kb.finish();
+struct GemmChoice {
+  bool epilogue = true;
+  cublasLtMatmulHeuristicResult_t algo{};
+  std::string describe() const {
+    return std::string(epilogue ? "epilogue " : "plain ") + lt::describe(algo.algo);
+  }
+};
+
+// The heuristic's top kTopK in each bias mode the problem allows, within kjit's workspace.
+// (g's bias mode is left as the last one asked.)
+std::vector<GemmChoice> gemm_choices(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g) {
+  std::vector<GemmChoice> out;
+  for (bool kernel_adds :
+       linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), true)) {
+    g.bias_epilogue = !kernel_adds;
+    std::vector<cublasLtMatmulHeuristicResult_t> algos;
+    try {
+      algos = gemm_candidates(rt, st, key, g, kTopK);
+    } catch (const Error& e) {
+      if (e.code() != Errc::Cublas) throw;
+      continue;  // no algorithm in this mode: the other one may have some
+    }
+    for (const auto& a : algos)
+      if (a.workspaceSize <= kLinearGnMinGemmWorkspace) out.push_back({!kernel_adds, a});
+  }
+  return out;
 }
 
-// Best of 5 rounds of back-to-back calls (about 5 ms per round), in ms per call.
-template <class F>
-float time_ms(Runtime& rt, CUstream s, F&& call) {
-  Event start(rt), stop(rt);
-  call();  // warm up (and fail here, before timing, if it cannot run)
-  start.record(s);
-  call();
-  stop.record(s);
-  stop.synchronize();
-  const float once = std::max(stop.ms_since(start), 1e-3f);
-  const int reps = std::clamp(static_cast<int>(std::ceil(5.f / once)), 1, 200);
-  float best = once;
-  for (int round = 0; round < 5; ++round) {
-    start.record(s);
-    for (int i = 0; i < reps; ++i) call();
-    stop.record(s);
-    stop.synchronize();
-    best = std::min(best, stop.ms_since(start) / static_cast<float>(reps));
+void apply(const GemmChoice& c, LgmGemm* g) {
+  g->bias_epilogue = c.epilogue;
+  g->algo = c.algo.algo;
+  g->workspace = c.algo.workspaceSize;
+}
+
+// The key both steps share: the problem, the alignment classes, the bias variant, programmatic
+// launch and cuBLASLt's version. Version 4: the two-step records of kjit::Autotuner.
+template <class Config>
+void add_key(kjit::Autotuner<Config>& t, const LinearGnMinProblem& p, const LgmKey& key) {
+  t.key("problem", p.describe()).key("pdl", env_pdl() ? 1 : 0);
+  t.key("cublaslt", static_cast<int64_t>(lt::version()));
+  t.key("align_x", key.align_x).key("align_w", key.align_w).key("align_lb", key.align_lb);
+  t.key("out_aligned", key.out_aligned).key("bias_add", key.bias_add);
+  t.key("gemm_workspace", static_cast<int64_t>(kLinearGnMinGemmWorkspace));
+}
+
+kjit::Autotuner<GemmChoice> gemm_tuner(const LinearGnMinProblem& p, const LgmKey& key,
+                                       std::vector<GemmChoice> choices) {
+  kjit::Autotuner<GemmChoice> t("linear_gn_min.gemm", 4, std::move(choices),
+                                [](const GemmChoice& c) { return c.describe(); });
+  add_key(t, p, key);
+  // Without the epilogue the kernel adds the bias: leave the epilogue only for a clear gain
+  // (0.5%), not for timing noise between equally fast kernels.
+  for (size_t i = 0; i < t.candidates().size(); ++i)
+    if (!t.candidates()[i].epilogue) t.weight(i, 1.005f);
+  return t;
+}
+
+kjit::Autotuner<GnMinConfig> kernel_tuner(const LinearGnMinProblem& p, const LgmKey& key,
+                                          bool epilogue, std::vector<GnMinConfig> cands) {
+  kjit::Autotuner<GnMinConfig> t("linear_gn_min.kernel", 4, std::move(cands),
+                                 [](const GnMinConfig& c) { return c.describe(); });
+  add_key(t, p, key);
+  t.key("bias_epilogue", epilogue ? 1 : 0);
+  return t;
+}
+
+// Scratch inputs of the problem's size, offset to the alignment classes of the caller's.
+struct Scratch {
+  Scratch(Runtime& rt, const LinearGnMinProblem& p, const LgmKey& key, const LgmWorkspace& lw)
+      : ab(p.precision == Precision::Bf16Inputs ? 2 : 4),
+        x(rt, static_cast<size_t>(p.M * p.K) * ab + 256),
+        w(rt, static_cast<size_t>(p.N * p.K) * ab + 256),
+        lb(rt, static_cast<size_t>(p.N) * 4 + 256),
+        gamma(rt, static_cast<size_t>(p.N) * 4),
+        beta(rt, static_cast<size_t>(p.N) * 4),
+        bias(rt, static_cast<size_t>(p.N) * 4),
+        out(rt, static_cast<size_t>(p.M * p.N) * 4 + 16),
+        ws(rt, lw.bytes()) {
+    Stream s(rt);
+    kjit::detail::ContextGuard g(rt.context());
+    for (const DeviceBuffer* b : {&x, &w, &lb, &beta, &bias})
+      fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115 in fp32 and bf16
+    fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
+    s.synchronize();
+    xp = reinterpret_cast<const void*>(x.ptr() + key.align_x % 256);
+    wp = reinterpret_cast<const void*>(w.ptr() + key.align_w % 256);
+    lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
+    outp = reinterpret_cast<float*>(out.ptr() + (key.out_aligned ? 0 : 4));
+    y = ws.ptr();
+    lt_ws = ws.ptr() + lw.lt_offset();
   }
-  return best;
+  size_t ab;
+  DeviceBuffer x, w, lb, gamma, beta, bias, out, ws;
+  const void *xp = nullptr, *wp = nullptr, *lbp = nullptr;
+  float* outp = nullptr;
+  CUdeviceptr y = 0, lt_ws = 0;
+};
+
+// A cuBLASLt algorithm that refuses this problem when run cannot run it: skipped for good.
+void run_or_unsupported(const LgmGemm& g, const Scratch& s, CUstream stream, cublasLtHandle_t h) {
+  try {
+    run_gemm(g, s.xp, s.wp, s.lbp, s.y, s.lt_ws, stream, h);
+  } catch (const Error& e) {
+    if (e.code() != Errc::Cublas) throw;
+    throw Error(Errc::Unsupported, e.what());
+  }
 }
 
 }  // namespace
 
 void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,
               LgmPlan* plan) {
-  const std::vector<GnMinConfig> cands = gn_min_candidates(p, Target::of(rt), key.out_aligned != 0);
   init_gemm(p, &plan->gemm);
-  const cache::Key ck = tune_key(rt, p, key, cands);
-  cache::DiskCache& disk = rt.compiler().disk_cache();
-  if (auto e = disk.get(ck)) {
-    const std::string* gn = e->find("gn");
-    const std::string* epi = e->find("bias_epilogue");
-    cublasLtMatmulAlgo_t algo{};
-    size_t ws = 0;
-    if (gn && epi && e->payload.size() == sizeof(algo)) {
-      plan->gemm.bias_epilogue = *epi == "1";
-      std::memcpy(&algo, e->payload.data(), sizeof(algo));
-      if (gemm_algo_ok(rt, st, key, plan->gemm, algo, &ws)) {
-        for (const GnMinConfig& c : cands)
-          if (c.describe() == *gn) {
-            plan->gemm.algo = algo;
-            plan->gemm.workspace = ws;
-            plan->gemm.source = "cache";
-            // A stored kernel that no longer builds here (a changed template, a device with less
-            // shared memory) is tuned afresh below, like a stored algorithm cuBLASLt refuses.
-            try {
-              build_kernel(rt, p, c, nullptr, plan);
-              return;
-            } catch (const Error& e) {
-              if (e.code() == Errc::InvalidArgument) throw;
-            }
-            break;
-          }
-      }
+  std::vector<GemmChoice> choices = gemm_choices(rt, st, key, plan->gemm);
+  if (choices.empty())
+    throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no algorithm for " + p.describe());
+  const auto gemms = gemm_tuner(p, key, std::move(choices));
+  const std::vector<GnMinConfig> cands = gn_min_candidates(p, Target::of(rt), key.out_aligned != 0);
+  auto build = [&](const GnMinConfig& c, bool epilogue, LgmPlan* into) {
+    into->gemm.bias_epilogue = epilogue;
+    into->ws = plan->ws;
+    build_kernel(rt, p, c, nullptr, into);
+  };
+  auto kernels = [&](bool epilogue) { return kernel_tuner(p, key, epilogue, cands); };
+  auto just_build = [&](bool epilogue) {
+    return [&, epilogue](const GnMinConfig& c) -> Launch {
+      LgmPlan trial;
+      build(c, epilogue, &trial);
+      return {};
+    };
+  };
+
+  // Both stored: nothing to time, no scratch.
+  std::optional<kjit::TuneResult<GemmChoice>> gemm =
+      gemms.recall(rt, [](const GemmChoice&) { return Launch{}; });
+  if (gemm) {
+    if (auto k = kernels(gemm->config.epilogue).recall(rt, just_build(gemm->config.epilogue))) {
+      apply(gemm->config, &plan->gemm);
+      plan->gemm.source = "cache";
+      build(k->config, gemm->config.epilogue, plan);
+      return;
     }
   }
 
-  // Scratch inputs of the problem's size, offset to the alignment classes of the caller's.
-  const size_t ab = p.precision == Precision::Bf16Inputs ? 2 : 4;
-  const size_t M = static_cast<size_t>(p.M), K = static_cast<size_t>(p.K),
-               N = static_cast<size_t>(p.N);
-  DeviceBuffer x(rt, M * K * ab + 256), w(rt, N * K * ab + 256), lb(rt, N * 4 + 256);
-  DeviceBuffer gamma(rt, N * 4), beta(rt, N * 4), bias(rt, N * 4), out(rt, M * N * 4 + 16);
-  DeviceBuffer ws(rt, plan->ws.bytes());
-  Stream s(rt);
-  {
-    kjit::detail::ContextGuard g(rt.context());
-    for (const DeviceBuffer* b : {&x, &w, &lb, &beta, &bias})
-      fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115 in fp32 and bf16
-    fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
-    s.synchronize();
-  }
-  const void* xp = reinterpret_cast<const void*>(x.ptr() + key.align_x % 256);
-  const void* wp = reinterpret_cast<const void*>(w.ptr() + key.align_w % 256);
-  const void* lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
-  float* outp = reinterpret_cast<float*>(out.ptr() + (key.out_aligned ? 0 : 4));
-  const CUdeviceptr y = ws.ptr(), lt_ws = ws.ptr() + plan->ws.lt_offset();
+  const Scratch s(rt, p, key, plan->ws);
   cublasLtHandle_t h = st.handle(rt);
   kjit::detail::ContextGuard guard(rt.context());
-
-  // The top kTopK with the bias epilogue, then without it.
-  float best_ms = INFINITY, best_score = INFINITY, first_ms[2] = {INFINITY, INFINITY};
-  cublasLtMatmulHeuristicResult_t best{};
-  bool best_epilogue = true, found = false;
-  for (bool kernel_adds :
-       linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), true)) {
-    const bool epilogue = !kernel_adds;
-    plan->gemm.bias_epilogue = epilogue;
-    std::vector<cublasLtMatmulHeuristicResult_t> algos;
-    try {
-      algos = gemm_candidates(rt, st, key, plan->gemm, kTopK);
-    } catch (const Error& e) {
-      if (e.code() != Errc::Cublas) throw;
-      continue;  // no algorithm in this mode: the other one may have some
-    }
-    for (size_t i = 0; i < algos.size(); ++i) {
-      if (algos[i].workspaceSize > kLinearGnMinGemmWorkspace) continue;
-      plan->gemm.algo = algos[i].algo;
-      float ms;
-      try {
-        ms = time_ms(rt, s, [&] { run_gemm(plan->gemm, xp, wp, lbp, y, lt_ws, s, h); });
-      } catch (const Error& e) {
-        if (e.code() != Errc::Cublas) throw;
-        continue;  // an algorithm that refuses to run this problem is skipped
-      }
-      if (i == 0) first_ms[epilogue] = ms;
-      // Without the epilogue the kernel adds the bias: leave the epilogue only for a clear gain
-      // (0.5%), not for timing noise between equally fast kernels.
-      const float score = epilogue ? ms : ms * 1.005f;
-      if (score < best_score) {
-        best_score = score;
-        best_ms = ms;
-        best = algos[i];
-        best_epilogue = epilogue;
-        found = true;
-      }
-    }
-  }
-  if (!found)
-    throw Error(Errc::Cublas, "linear_gn_min: none of cuBLASLt's algorithms ran " + p.describe());
-  plan->gemm.bias_epilogue = best_epilogue;
-  plan->gemm.algo = best.algo;
-  plan->gemm.workspace = best.workspaceSize;
-  plan->gemm.source = "autotuned";
-  run_gemm(plan->gemm, xp, wp, lbp, y, lt_ws, s, h);  // Y for the kernel's timing
-
-  float best_gn_ms = INFINITY, best_of[2] = {INFINITY, INFINITY};  // [split]
-  const GnMinConfig* best_gn = nullptr;
-  std::optional<Error> passing;  // the first failure that may pass (out of memory, ...)
-  for (const GnMinConfig& c : cands) {
-    LgmPlan trial;
-    trial.gemm.bias_epilogue = plan->gemm.bias_epilogue;
-    trial.ws = plan->ws;
-    try {
-      build_kernel(rt, p, c, nullptr, &trial);
-    } catch (const Error& e) {
-      if (e.code() == Errc::InvalidArgument) throw;
-      if (!candidate_rejected(e) && !passing) passing = e;
-      continue;  // a candidate that does not compile, load or fit is skipped
-    }
-    const float ms = time_ms(rt, s, [&] {
-      launch_kernel(trial, y, static_cast<const float*>(lbp), gamma.as<float>(), beta.as<float>(),
-                    bias.as<float>(), eps, outp, p.M, s);
+  if (!gemm)
+    // Candidates are timed one after another: each call sets the plan's GEMM to its own.
+    gemm = gemms.tune(rt, [&](const GemmChoice& c) -> Launch {
+      return [c, &s, h, plan](CUstream stream) {
+        apply(c, &plan->gemm);
+        run_or_unsupported(plan->gemm, s, stream, h);
+      };
     });
-    best_of[c.split] = std::min(best_of[c.split], ms);
-    if (ms < best_gn_ms) {
-      best_gn_ms = ms;
-      best_gn = &c;
-    }
+  apply(gemm->config, &plan->gemm);
+  plan->gemm.source = gemm->from_record ? "cache" : "autotuned";
+  {
+    Stream y_stream(rt);  // Y for the kernel's timing
+    run_gemm(plan->gemm, s.xp, s.wp, s.lbp, s.y, s.lt_ws, y_stream, h);
+    y_stream.synchronize();
   }
-  if (!best_gn && passing) throw *passing;  // a retry may succeed
-  if (!best_gn)
-    throw Error(Errc::Unsupported,
-                "linear_gn_min: no kernel configuration could be built for " + p.describe());
-  build_kernel(rt, p, *best_gn, nullptr, plan);
-  s.synchronize();
-  // A winner among fewer candidates than this device can run is used, not remembered.
-  if (passing) return;
-
-  cache::Entry e;
-  e.label = "linear_gn_min autotune: " + p.describe() + " on " + rt.props().name;
-  e.metadata = {{"kind", "tune"},
-                {"op", "linear_gn_min"},
-                {"gn", best_gn->describe()},
-                {"gemm_algo", lt::describe(plan->gemm.algo)},
-                {"bias_epilogue", best_epilogue ? "1" : "0"},
-                {"gemm_us", std::to_string(best_ms * 1000)},
-                {"gemm_first_epilogue_us", std::to_string(first_ms[1] * 1000)},
-                {"gemm_first_plain_us", std::to_string(first_ms[0] * 1000)},
-                {"gn_us", std::to_string(best_gn_ms * 1000)},
-                {"gn_fused_us", std::to_string(best_of[0] * 1000)},
-                {"gn_split_us", std::to_string(best_of[1] * 1000)}};
-  e.payload.assign(reinterpret_cast<const char*>(&plan->gemm.algo), sizeof(plan->gemm.algo));
-  disk.put(ck, e);
+  const bool epilogue = plan->gemm.bias_epilogue;
+  const auto k = kernels(epilogue).tune(rt, [&](const GnMinConfig& c) -> Launch {
+    auto trial = std::make_shared<LgmPlan>();
+    build(c, epilogue, trial.get());
+    return [trial, &s, eps, &p](CUstream stream) {
+      launch_kernel(*trial, s.y, static_cast<const float*>(s.lbp), s.gamma.as<float>(),
+                    s.beta.as<float>(), s.bias.as<float>(), eps, s.outp, p.M, stream);
+    };
+  });
+  build(k.config, epilogue, plan);
 }
 
 }  // namespace kjit::ops::detail
