@@ -1,0 +1,92 @@
+// Linear -> GroupNorm -> min -> + bias's entry in the op registry (kjit/op/registry.hpp). The
+// cuBLASLt GEMM needs no NVRTC compile; specs_for names the fused kernel's specializations, and
+// `aligned` is the output pointer's 16-byte alignment (x, weight and the biases only change the
+// GEMM's algorithm).
+#include <cctype>
+
+#include "kjit/error.hpp"
+#include "kjit/op/registry.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+
+namespace kjit::ops {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+class LinearGnMinOpProblem : public op::OpProblem {
+ public:
+  LinearGnMinOpProblem(const LinearGnMinProblem& p, LinearBiasAdd bias_add)
+      : p_(p), bias_add_(bias_add) {}
+  std::string describe() const override { return "linear_gn_min " + p_.describe(); }
+  std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
+    LinearGnMinOptions opt;
+    opt.bias_add = bias_add_;
+    opt.autotune = autotune;
+    return linear_gn_min_specs_for(p_, t, opt, aligned);
+  }
+
+ private:
+  LinearGnMinProblem p_;
+  LinearBiasAdd bias_add_;
+};
+
+Precision precision_field(const op::Fields& f, DType dtype) {
+  const bool bf16 = dtype == DType::BF16;
+  const std::string prec = lower(f.text("precision", bf16 ? "bf16-inputs" : "fp32"));
+  Precision p = Precision::Fp32;
+  try {
+    p = parse_precision(prec);
+  } catch (const Error& e) {
+    f.bad("precision", e.what());
+  }
+  if (bf16 != (p == Precision::Bf16Inputs))
+    f.bad("precision", "'" + prec + "' does not go with dtype " + dtype_name(dtype) +
+                           " (bf16 inputs are precision bf16-inputs)");
+  return p;
+}
+
+std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
+  f.only({"dtype", "precision", "M", "K", "N", "groups", "bias_add"});
+  LinearBiasAdd bias_add = LinearBiasAdd::Auto;
+  try {
+    bias_add = parse_bias_add(lower(f.text("bias_add", "auto")));
+  } catch (const Error& e) {
+    f.bad("bias_add", e.what());
+  }
+  const DType dtype = f.dtype("dtype", DType::F32);
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    f.bad("dtype", std::string("'") + dtype_name(dtype) +
+                       "' is not f32 or bf16 (bf16: x and weight given as bf16)");
+  LinearGnMinProblem p;
+  p.precision = precision_field(f, dtype);
+  p.M = f.integer("M");
+  p.K = f.integer("K");
+  p.N = f.integer("N");
+  p.G = f.integer("groups");
+  for (const auto& [name, v] :
+       {std::pair<const char*, int64_t>{"M", p.M}, {"K", p.K}, {"N", p.N}, {"groups", p.G}})
+    if (v < 1) f.bad(name, "must be >= 1, got " + std::to_string(v));
+  if (p.N % p.G != 0)
+    f.bad("groups",
+          "N = " + std::to_string(p.N) + " is not divisible by groups = " + std::to_string(p.G));
+  try {
+    validate(p);
+  } catch (const Error& e) {
+    f.bad(e.field() == "G" ? "groups" : e.field(), e.what());  // G is the manifest's "groups"
+  }
+  return std::make_unique<LinearGnMinOpProblem>(p, bias_add);
+}
+
+}  // namespace
+
+op::OpInfo linear_gn_min_op_info() {
+  return {"linear_gn_min", "out = min(group_norm(x W^T + linear_bias), dim=1) + bias",
+          "M, K, N, groups (required), dtype (f32; bf16: x and weight given as bf16), precision "
+          "(fp32, tf32 or bf16-inputs), bias_add (auto, epilogue or kernel)",
+          parse};
+}
+
+}  // namespace kjit::ops
