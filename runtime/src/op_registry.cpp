@@ -96,6 +96,13 @@ DType Fields::dtype(const std::string& name, DType fallback) const {
   }
 }
 
+double OpProblem::min_bytes() const {
+  double bytes = 0;
+  for (const Operand& o : operands())
+    bytes += static_cast<double>(o.elements) * static_cast<double>(dtype_size(o.dtype));
+  return bytes;
+}
+
 void register_op(OpInfo op) {
   if (op.name.empty()) throw Error::invalid("name", "register_op: an op needs a name");
   if (!op.parse) throw Error::invalid("parse", "register_op: op " + op.name + " has no parser");

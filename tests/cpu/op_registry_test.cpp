@@ -55,6 +55,28 @@ class ScaleProblem : public kjit::op::OpProblem {
     s.type(kjit::DType::F32).value(k_);
     return {s};
   }
+  std::vector<kjit::op::Operand> operands() const override {
+    return {{"x", kjit::DType::F32, 1000, false, 0.f, 1.f},
+            {"y", kjit::DType::F32, 1000, true, 0.f, 0.f}};
+  }
+  std::string prepare(kjit::Runtime& rt, bool, CUstream) const override {
+    return rt.kernel(specs_for(kjit::Target{}, true, false).at(0)).instantiation();
+  }
+  void run(kjit::Runtime& rt, const std::vector<void*>& ptrs, bool, CUstream s) const override {
+    kjit::LaunchConfig cfg;
+    cfg.grid.x = 4;
+    cfg.block.x = 256;
+    rt.kernel(specs_for(kjit::Target{}, true, false).at(0))(s, cfg, ptrs[0], ptrs[1], 1000);
+  }
+  std::vector<kjit::op::Expected> reference(
+      const std::vector<std::vector<float>>& in) const override {
+    kjit::op::Expected e;
+    for (size_t i = 0; i < in[0].size(); ++i) {
+      e.index.push_back(static_cast<int64_t>(i));
+      e.value.push_back(static_cast<double>(k_) * in[0][i]);
+    }
+    return {e};
+  }
 
  private:
   int64_t k_;
@@ -82,6 +104,8 @@ TEST_CASE("op registry: the built-in ops are there; a host app adds its own once
       kjit::op::find_op("app.scale").parse(kjit::op::Fields("app.scale", {{"k", integer(3)}}));
   CHECK(p->describe() == "app.scale k=3");
   CHECK(p->specs_for(kjit::Target{}, true, false).at(0).instantiation() == "scale<float, 3>");
+  CHECK(p->min_bytes() == 8000);
+  CHECK(p->reference({{1.f, 2.f}, {}}).at(0).value == std::vector<double>{3.0, 6.0});
   try {
     kjit::op::find_op("app.scal");
     FAIL("found an unregistered op");
@@ -123,6 +147,7 @@ TEST_CASE("op registry: group_norm's registered specs_for is the op's own") {
   CHECK(p->describe() == "group_norm " + want.describe());
   for (bool aligned : {true, false})
     for (bool tune : {false, true}) {
+      INFO("aligned " << aligned << " autotune " << tune);
       kjit::ops::GroupNormOptions opt;
       opt.autotune = tune;
       const auto a = p->specs_for(kjit::Target{}, aligned, tune);
@@ -130,6 +155,13 @@ TEST_CASE("op registry: group_norm's registered specs_for is the op's own") {
       REQUIRE(a.size() == b.size());
       for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].instantiation() == b[i].instantiation());
     }
+  // The bench case: x, weight, bias, y; the reference checks every element of y.
+  const auto ops = p->operands();
+  REQUIRE(ops.size() == 4);
+  CHECK(ops[0].name == "x");
+  CHECK(ops[3].output);
+  CHECK(ops[3].elements == 8 * 256 * 24 * 24);
+  CHECK(ops[1].dtype == kjit::DType::BF16);  // param_dtype defaults to dtype
   const kjit::op::Fields bad("group_norm", {{"shape", dims({8, 250, 4})}, {"groups", integer(32)}});
   CHECK(field_of([&] { kjit::op::find_op("group_norm").parse(bad); }) == "groups");
 }

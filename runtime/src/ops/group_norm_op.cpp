@@ -5,6 +5,7 @@
 #include "kjit/error.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/reference.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -20,12 +21,47 @@ class GroupNormOpProblem : public op::OpProblem {
   std::string describe() const override { return "group_norm " + p_.describe(); }
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     if (p_.N == 0 || p_.S == 0) return {};  // an empty tensor: the runtime launches nothing
-    GroupNormOptions opt;
-    opt.autotune = autotune;
-    return group_norm_specs_for(p_, t, opt, aligned);
+    return group_norm_specs_for(p_, t, options(autotune), aligned);
+  }
+
+  // x, [weight], [bias], y.
+  std::vector<op::Operand> operands() const override {
+    const int64_t n = p_.N * p_.C * p_.S;
+    std::vector<op::Operand> out{{"x", p_.dtype, n, false, 1.f, 2.f}};
+    if (p_.has_weight) out.push_back({"weight", p_.param_dtype, p_.C, false, 1.f, .5f});
+    if (p_.has_bias) out.push_back({"bias", p_.param_dtype, p_.C, false, 0.f, .5f});
+    out.push_back({"y", p_.dtype, n, true, 0.f, 0.f});
+    return out;
+  }
+  std::string prepare(Runtime& rt, bool autotune, CUstream stream) const override {
+    const GroupNormConfig c = prepare_group_norm(rt, p_, options(autotune));
+    // Without it a split config inside a graph capture would run its one-kernel fallback.
+    reserve_group_norm_workspace(rt, p_, options(autotune), stream);
+    return c.describe();
+  }
+  void run(Runtime& rt, const std::vector<void*>& ptrs, bool autotune,
+           CUstream stream) const override {
+    const void* w = p_.has_weight ? ptrs[1] : nullptr;
+    const void* b = p_.has_bias ? ptrs[p_.has_weight ? 2 : 1] : nullptr;
+    group_norm(rt, p_, ptrs.front(), ptrs.back(), w, b, options(autotune), stream);
+  }
+  std::vector<op::Expected> reference(const std::vector<std::vector<float>>& in) const override {
+    const float* w = p_.has_weight ? in[1].data() : nullptr;
+    const float* b = p_.has_bias ? in[p_.has_weight ? 2 : 1].data() : nullptr;
+    op::Expected e;
+    e.value = kjit::reference::group_norm(p_, in.front(), w, b, options(false).eps);
+    e.index.resize(e.value.size());
+    for (size_t i = 0; i < e.index.size(); ++i) e.index[i] = static_cast<int64_t>(i);
+    e.atol = e.rtol = p_.dtype == DType::F32 ? 1e-4 : 1e-2;
+    return {e};
   }
 
  private:
+  static GroupNormOptions options(bool autotune) {
+    GroupNormOptions opt;
+    opt.autotune = autotune;
+    return opt;
+  }
   GroupNormProblem p_;
 };
 

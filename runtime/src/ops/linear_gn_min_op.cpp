@@ -3,10 +3,12 @@
 // `aligned` is the output pointer's 16-byte alignment (x, weight and the biases only change the
 // GEMM's algorithm).
 #include <cctype>
+#include <cmath>
 
 #include "kjit/error.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
+#include "kjit/reference.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -22,13 +24,57 @@ class LinearGnMinOpProblem : public op::OpProblem {
       : p_(p), bias_add_(bias_add) {}
   std::string describe() const override { return "linear_gn_min " + p_.describe(); }
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
-    LinearGnMinOptions opt;
-    opt.bias_add = bias_add_;
-    opt.autotune = autotune;
-    return linear_gn_min_specs_for(p_, t, opt, aligned);
+    return linear_gn_min_specs_for(p_, t, options(autotune), aligned);
+  }
+
+  // x, weight, linear_bias, gamma, beta, bias, out; nn.Linear's init scale keeps Y = O(1).
+  std::vector<op::Operand> operands() const override {
+    const DType ab = p_.precision == Precision::Bf16Inputs ? DType::BF16 : DType::F32;
+    const float ws = 1.f / std::sqrt(static_cast<float>(p_.K));
+    return {{"x", ab, p_.M * p_.K, false, 0.f, 1.f},
+            {"weight", ab, p_.N * p_.K, false, 0.f, ws},
+            {"linear_bias", ab, p_.N, false, 0.f, ws},
+            {"gamma", DType::F32, p_.N, false, 1.f, .5f},
+            {"beta", DType::F32, p_.N, false, 0.f, .5f},
+            {"bias", DType::F32, p_.N, false, 0.f, 1.f},
+            {"out", DType::F32, p_.M * p_.N, true, 0.f, 0.f}};
+  }
+  std::string prepare(Runtime& rt, bool autotune, CUstream stream) const override {
+    const LinearGnMinInfo info = prepare_linear_gn_min(rt, p_, options(autotune));
+    reserve_linear_gn_min_workspace(rt, p_, stream);
+    return info.kernel + "; GEMM " + info.gemm_algo +
+           (info.gemm_bias_epilogue ? " +bias epilogue " : " (bias in kernel) ") + info.gemm_source;
+  }
+  void run(Runtime& rt, const std::vector<void*>& v, bool autotune,
+           CUstream stream) const override {
+    auto f = [&](size_t i) { return static_cast<const float*>(v[i]); };
+    linear_gn_min(rt, p_, v[0], v[1], f(2), f(3), f(4), f(5), static_cast<float*>(v[6]),
+                  options(autotune), stream);
+  }
+  // Four rows (first, last, middle, third): the float64 GEMM of every row would take minutes.
+  std::vector<op::Expected> reference(const std::vector<std::vector<float>>& in) const override {
+    const std::vector<int64_t> rows = {0, p_.M - 1, p_.M / 2, p_.M / 3};
+    const std::vector<double> mins =
+        kjit::reference::linear_gn_min_rows(p_, in[0].data(), in[1].data(), in[2].data(),
+                                            in[3].data(), in[4].data(), options(false).eps, rows);
+    op::Expected e;
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (int64_t c = 0; c < p_.N; ++c) {
+        e.index.push_back(c * p_.M + rows[r]);  // out is [N, M]
+        e.value.push_back(mins[r] + in[5][static_cast<size_t>(c)]);
+      }
+    e.atol = p_.precision == Precision::Fp32 ? 1e-4 : 5e-3;
+    e.rtol = 0;
+    return {e};
   }
 
  private:
+  LinearGnMinOptions options(bool autotune) const {
+    LinearGnMinOptions opt;
+    opt.bias_add = bias_add_;
+    opt.autotune = autotune;
+    return opt;
+  }
   LinearGnMinProblem p_;
   LinearBiasAdd bias_add_;
 };

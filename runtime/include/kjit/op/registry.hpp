@@ -13,9 +13,15 @@
 #include <string>
 #include <vector>
 
+#include <cuda.h>
+
 #include "kjit/dtype.hpp"
 #include "kjit/op/target.hpp"
 #include "kjit/spec.hpp"
+
+namespace kjit {
+class Runtime;
+}
 
 namespace kjit::op {
 
@@ -63,6 +69,25 @@ class Fields {
   std::map<std::string, FieldValue> values_;
 };
 
+// One tensor a call reads or writes, for a harness that runs any registered op (kjit-bench
+// --problem, the registry's GPU test): it allocates each operand, fills the inputs with random
+// normal values, runs the op, and checks the outputs against the op's float64 reference.
+struct Operand {
+  std::string name;  // "x", "weight", "y"
+  DType dtype = DType::F32;
+  int64_t elements = 0;
+  bool output = false;     // written by the call (poisoned first, then checked)
+  float mean = 0, sd = 1;  // an input's random values
+};
+
+// Elements of one output the reference computes (a slow reference may check a sample), and
+// their float64 values; the check: |out - value| <= atol + rtol * |value|, NaN where NaN.
+struct Expected {
+  std::vector<int64_t> index;
+  std::vector<double> value;
+  double atol = 1e-4, rtol = 1e-4;
+};
+
 // One problem of an op, parsed.
 class OpProblem {
  public:
@@ -72,6 +97,21 @@ class OpProblem {
   // The op's specs_for: every specialization a call compiles on `t`, for 16-byte aligned
   // pointers or not, with autotuning's candidates or without; none for an empty problem.
   virtual std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const = 0;
+
+  // The bench case. Operands in the order run() takes their device pointers.
+  virtual std::vector<Operand> operands() const = 0;
+  // Prepares what a call loads (compile, autotune, per-stream workspace for `stream`), so that
+  // run() compiles nothing and may be captured into a graph. Returns the config it chose.
+  virtual std::string prepare(Runtime& rt, bool autotune, CUstream stream) const = 0;
+  // Enqueues one call on `stream`.
+  virtual void run(Runtime& rt, const std::vector<void*>& ptrs, bool autotune,
+                   CUstream stream) const = 0;
+  // The float64 reference: `inputs` holds every operand's values as floats (16-bit ones
+  // rounded; outputs empty), in operands() order; returns one Expected per output operand, in
+  // that order.
+  virtual std::vector<Expected> reference(const std::vector<std::vector<float>>& inputs) const = 0;
+  // Bytes a call must move at least (inputs read once, outputs written once), for GB/s.
+  virtual double min_bytes() const;
 };
 
 struct OpInfo {
