@@ -1,7 +1,9 @@
 // GroupNorm statistics (count, mean, M2 merged with Chan's formula) over threads, warps, CTAs
-// and clusters, and the SiLU used by every GroupNorm kernel.
+// and clusters, and the fold of the activation into the normalization every GroupNorm kernel
+// uses.
 #pragma once
 
+#include "kjit/activation.cuh"
 #include "kjit/cluster.cuh"
 
 namespace kjit {
@@ -138,42 +140,19 @@ __forceinline__ void team_barrier() {
   }
 }
 
-__forceinline__ float tanh_approx(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// silu(z) from h = z / 2: z * sigmoid(z) = h + h * tanh(h), one tanh.approx and one FMA. The
-// error is tanh.approx's (~2^-11 relative), i.e. up to ~2^-11 * |h| absolute, as with the
-// z * (0.5 + 0.5 * tanh(z / 2)) it replaces. 16-bit outputs fold the 1/2 into scale and shift.
-__forceinline__ float silu_of_half(float h) {
-  return fmaf(h, tanh_approx(h), h);
-}
-
-// silu(z) = z * sigmoid(z). fp32 outputs: exp and a fast divide (~2 ulp, two MUFU ops);
-// 16-bit outputs: through one tanh.approx.
-template <class T>
-__forceinline__ float silu(float z) {
-  if constexpr (sizeof(T) == 4) {
-    return __fdividef(z, 1.f + __expf(-z));
-  } else {
-    return silu_of_half(0.5f * z);
-  }
-}
-
-// 16-bit outputs compute y = act(h), h = (x - mean) * a + c, with SiLU's 1/2 of silu_of_half
-// folded into a = w * rstd / 2 and c = b / 2 (exact: a power of two), so h is fp32's z / 2
-// rounded once. Folding the mean into the shift as well (x * a + (c - mean * a), as PyTorch's
-// CUDA affine path does) saves one FADD per element but rounds that shift: up to
-// 2^-24 * |mean| * |a| absolute, so a constant group of 1e4 (rstd = 1/sqrt(eps)) would come out
-// ~0.1 off the bias. Measured on the H200 (PERF.md): the FADD costs 0.7 us on 16x512x64x64 bf16
-// (1.5%) and is 0.3 us faster on 128x256x14x14; choosing per group was slower than either (two
-// copies of the store loop).
-template <class T, bool kSilu>
+// 16-bit outputs compute y = Act::folded(h), h = (x - mean) * a + c, with the activation's
+// Act::kFold (1/2 for SiLU: its half-argument form, kjit::act::Silu) folded into a = w * rstd *
+// kFold and c = b * kFold (exact: a power of two), so h is fp32's z * kFold rounded once.
+// Folding the mean into the shift as well (x * a + (c - mean * a), as PyTorch's CUDA affine path
+// does) saves one FADD per element but rounds that shift: up to 2^-24 * |mean| * |a| absolute, so
+// a constant group of 1e4 (rstd = 1/sqrt(eps)) would come out ~0.1 off the bias. Measured on the
+// H200 (PERF.md): the FADD costs 0.7 us on 16x512x64x64 bf16 (1.5%) and is 0.3 us faster on
+// 128x256x14x14; choosing per group was slower than either (two copies of the store loop).
+// fp32 outputs do not fold: they compute z = (x - mean) * (w * rstd) + b and Act::apply(z).
+template <class T, class Act>
 struct Fold {
   static constexpr bool kOn = sizeof(T) == 2;
-  static constexpr float kK = kSilu ? 0.5f : 1.f;
+  static constexpr float kK = kOn ? Act::kFold : 1.f;
   // a, c for scale `sc` (weight * rstd) and `shift` (bias), when kOn.
   __forceinline__ static void coef(float sc, float shift, float* a, float* c) {
     *a = sc * kK;
@@ -182,13 +161,7 @@ struct Fold {
   __forceinline__ static float h(float x, float mean, float a, float c) {
     return fmaf(x - mean, a, c);
   }
-  __forceinline__ static float act(float h) {
-    if constexpr (kSilu) {
-      return silu_of_half(h);
-    } else {
-      return h;
-    }
-  }
+  __forceinline__ static float act(float h) { return Act::template folded<T>(h); }
 };
 
 }  // namespace gn

@@ -1,4 +1,5 @@
-// GroupNorm (+ SiLU) forward, specialized on the problem's sizes and the launch configuration.
+// GroupNorm (+ activation) forward, specialized on the problem's sizes and the launch
+// configuration.
 //
 // A "team" of kTpg threads owns one group: a few threads of a warp for tiny groups, the whole CTA
 // for groups that fit one SM, or a whole cluster of kCluster CTAs (statistics exchanged through
@@ -20,7 +21,7 @@ namespace kjit {
 // x, y: [N, C, S] (kNHWC = false) or [N, S, C] (kNHWC = true); w, b: [C] or null.
 // One team per group; grid.x = ceil(N*G / teams per CTA) * kCluster.
 template <class T, class P, bool kNHWC, int kCg, long long kS, int kThreads, int kTpg, int kVec,
-          int kIters, int kCluster, bool kStream, bool kHasW, bool kHasB, bool kSilu,
+          int kIters, int kCluster, bool kStream, bool kHasW, bool kHasB, class Act,
           bool kSmemAffine, bool kKeepL2>
 __global__ void __launch_bounds__(kThreads)
     gn_fwd(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // y = (x - mean) * scale[c] + b[c] with scale = w * rstd. The mean is not folded into the
   // shift (x * scale + (b - mean * scale)): that cancels badly when |mean| >> std (gn::Fold).
-  using Fold = gn::Fold<T, kSilu>;
+  using Fold = gn::Fold<T, Act>;
   float* my_ss = ss + team * 2 * kCg;
   if constexpr (kAffine && kSmemAffine) {
     for (int c = t; c < kCg; c += kTpg) {
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(kThreads)
         const float sc = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
         z = fmaf(v - mean, sc, kHasB ? to_float(b[g * kCg + c]) : 0.f);
       }
-      return kSilu ? gn::silu<T>(z) : z;
+      return Act::template apply<T>(z);
     }
   };
   auto store = [&](int vi, const float(&vals)[kVec]) {

@@ -1,4 +1,4 @@
-// GroupNorm (+ SiLU) forward in one cooperative kernel, for a few large groups (NCHW).
+// GroupNorm (+ activation) forward in one cooperative kernel, for a few large groups (NCHW).
 //
 // The split pair (group_norm_split.cuh) reads x twice, the second time from L2, and costs two
 // launches. Here every CTA of the grid is resident at once (a cooperative launch, which the
@@ -16,7 +16,7 @@ namespace kjit {
 // x, y: [N, C, kS] (y may be x); part: a float2 per chunk; bar: two words per group, whose first
 // is 0 (group_barrier); w, b: [C] or null. grid.x = groups * chunks, one CTA per chunk.
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
-          bool kHasB, bool kSilu>
+          bool kHasB, class Act>
 __global__ void __launch_bounds__(kThreads)
     gn_coop(const T* __restrict__ x, T* __restrict__ y, float2* part, unsigned* bar,
             const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads)
     group_barrier(bar + 2 * group, Ch::kCount);
   }
   __syncthreads();  // the group's partials are all visible (thread 0 acquired them)
-  gn_split::apply_chunk<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, kSilu, false>(
+  gn_split::apply_chunk<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, Act, false>(
       raw, first, part + group * Ch::kCount, y + group * kL, w, b, eps,
       static_cast<int>(group % G));
 }

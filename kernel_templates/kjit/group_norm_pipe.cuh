@@ -1,5 +1,5 @@
-// GroupNorm (+ SiLU) forward as one pipelined launch, for large groups in a tensor L2 cannot hold
-// (NCHW).
+// GroupNorm (+ activation) forward as one pipelined launch, for large groups in a tensor L2 cannot
+// hold (NCHW).
 //
 // A kernel that holds a group on chip, or the split pair, runs a load phase and then a store
 // phase; where the tensor does not fit on chip that is several rounds of both, and a streamed
@@ -111,7 +111,7 @@ __forceinline__ gn::Stat merge_group(const float2* pg, float* red) {
 // n: chunks in the tensor; lag: S items ahead of A items (raised to the chunks per group).
 // Any grid size works; the runtime launches as many CTAs as the device holds at once.
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
-          bool kHasB, bool kSilu>
+          bool kHasB, class Act>
 __global__ void __launch_bounds__(kThreads)
     gn_pipe_fwd(const T* __restrict__ x, T* __restrict__ y, float2* part, unsigned* bar,
                 const P* __restrict__ w, const P* __restrict__ b, float eps, int G, unsigned n,
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
       const gn::Stat gs{static_cast<float>(kL), group_stat.x, group_stat.y};
-      gn_split::apply_stat<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, kSilu, true>(
+      gn_split::apply_stat<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, Act, true>(
           raw, first, gs, y + static_cast<long long>(group) * kL, w, b, eps,
           static_cast<int>(group % static_cast<unsigned>(G)));
     }

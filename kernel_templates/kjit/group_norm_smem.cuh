@@ -1,4 +1,4 @@
-// GroupNorm (+ SiLU) forward for NCHW groups staged in shared memory (sm_90).
+// GroupNorm (+ activation) forward for NCHW groups staged in shared memory (sm_90).
 //
 // Each CTA owns a contiguous slice of a group (a cluster of kCluster CTAs per group, or, in
 // gn_coop_smem, CTAs of a cooperative launch that meet through global memory). One thread
@@ -57,7 +57,7 @@ namespace gn_smem {
 // fp32 group over a 16-CTA cluster is 64 KB per CTA: three fit in shared memory alone, which
 // leaves 32 such groups in two waves).
 template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld, int kParts,
-          bool kCoop, bool kHasW, bool kHasB, bool kSilu>
+          bool kCoop, bool kHasW, bool kHasB, class Act>
 __forceinline__ void body(const T* __restrict__ x, T* __restrict__ y, float2* part, unsigned* bar,
                           const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
   constexpr int kCluster = kCoop ? 1 : kParts;
@@ -171,7 +171,7 @@ __forceinline__ void body(const T* __restrict__ x, T* __restrict__ y, float2* pa
   gn::cluster_merge_done<kCluster>();  // peers may still read slots until the end
 
   // (weight, bias) -> the store's (a, c) of gn::Fold, or (w * rstd, b) for fp32.
-  using Fold = gn::Fold<T, kSilu>;
+  using Fold = gn::Fold<T, Act>;
   auto coef = [&](float2 wb) {
     float a = wb.x * rstd, c = wb.y;
     if constexpr (Fold::kOn) Fold::coef(wb.x * rstd, wb.y, &a, &c);
@@ -204,7 +204,7 @@ __forceinline__ void body(const T* __restrict__ x, T* __restrict__ y, float2* pa
         out[j] = Fold::act(Fold::h(f[j], mean, ac.x, ac.y));
       } else {
         const float z = fmaf(f[j] - mean, ac.x, ac.y);
-        out[j] = kSilu ? gn::silu<T>(z) : z;
+        out[j] = Act::template apply<T>(z);
       }
     }
     store_pack<T, kVec>(yg + static_cast<long long>(i) * kVec, pack_floats<T, kVec>(out));
@@ -220,12 +220,12 @@ __forceinline__ void body(const T* __restrict__ x, T* __restrict__ y, float2* pa
 
 // A group per cluster of kCluster CTAs (1: a CTA). num_groups: unused, the grid is exact.
 template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld,
-          int kCluster, bool kHasW, bool kHasB, bool kSilu>
+          int kCluster, bool kHasW, bool kHasB, class Act>
 __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
     gn_fwd_smem(const T* __restrict__ x, T* __restrict__ y, const P* __restrict__ w,
                 const P* __restrict__ b, float eps, int G, long long num_groups) {
   (void)num_groups;
-  gn_smem::body<T, P, kCg, kS, kThreads, kShare, kHeld, kCluster, false, kHasW, kHasB, kSilu>(
+  gn_smem::body<T, P, kCg, kS, kThreads, kShare, kHeld, kCluster, false, kHasW, kHasB, Act>(
       x, y, nullptr, nullptr, w, b, eps, G);
 }
 
@@ -234,11 +234,11 @@ __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
 // sit on any SM. part: a float2 per CTA; bar: two words per group, whose first is 0
 // (group_barrier). Parameters as gn_coop's.
 template <class T, class P, int kCg, long long kS, int kThreads, int kShare, int kHeld, int kParts,
-          bool kHasW, bool kHasB, bool kSilu>
+          bool kHasW, bool kHasB, class Act>
 __global__ void __launch_bounds__(kThreads, gn_smem_min_blocks(kThreads, kHeld))
     gn_coop_smem(const T* __restrict__ x, T* __restrict__ y, float2* part, unsigned* bar,
                  const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
-  gn_smem::body<T, P, kCg, kS, kThreads, kShare, kHeld, kParts, true, kHasW, kHasB, kSilu>(
+  gn_smem::body<T, P, kCg, kS, kThreads, kShare, kHeld, kParts, true, kHasW, kHasB, Act>(
       x, y, part, bar, w, b, eps, G);
 }
 

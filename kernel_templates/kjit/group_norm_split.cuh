@@ -1,4 +1,5 @@
-// GroupNorm (+ SiLU) forward as two kernels, for a few large groups in a tensor L2 holds (NCHW).
+// GroupNorm (+ activation) forward as two kernels, for a few large groups in a tensor L2 holds
+// (NCHW).
 //
 // A kernel that holds a group on chip waits, between its load and its store phase, for the
 // slowest CTA of the group's cluster, and nothing overlaps the two phases. Here gn_partials reads
@@ -102,7 +103,7 @@ __forceinline__ gn::Stat merge_partials(const float2* pg) {
 // Writes y for the chunk this CTA holds in raw, from its group's statistics st (M2 over all kL
 // elements).
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
-          bool kHasB, bool kSilu, bool kEvictFirst>
+          bool kHasB, class Act, bool kEvictFirst>
 __forceinline__ void apply_stat(const Pack<T, kVec> (&raw)[kIters], int first, gn::Stat st,
                                 T* __restrict__ yg, const P* __restrict__ w,
                                 const P* __restrict__ b, float eps, int g) {
@@ -111,7 +112,7 @@ __forceinline__ void apply_stat(const Pack<T, kVec> (&raw)[kIters], int first, g
   const float mean = st.mean;
   const float rstd = rsqrtf(st.m2 * (1.f / static_cast<float>(kL)) + eps);
 
-  using Fold = gn::Fold<T, kSilu>;
+  using Fold = gn::Fold<T, Act>;
   // Scale and shift of channel c (of this group), as gn_fwd computes them.
   auto coef = [&](int c, float* a, float* sh) {
     const float sc = (kHasW ? to_float(w[g * kCg + c]) : 1.f) * rstd;
@@ -128,7 +129,7 @@ __forceinline__ void apply_stat(const Pack<T, kVec> (&raw)[kIters], int first, g
       return Fold::act(Fold::h(v, mean, a, sh));
     } else {
       const float z = fmaf(v - mean, a, sh);
-      return kSilu ? gn::silu<T>(z) : z;
+      return Act::template apply<T>(z);
     }
   };
 #pragma unroll
@@ -158,12 +159,12 @@ __forceinline__ void apply_stat(const Pack<T, kVec> (&raw)[kIters], int first, g
 // Merges the group's partials pg (one (mean, M2) per chunk) and writes y for the chunk this CTA
 // holds in raw.
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
-          bool kHasB, bool kSilu, bool kEvictFirst>
+          bool kHasB, class Act, bool kEvictFirst>
 __forceinline__ void apply_chunk(const Pack<T, kVec> (&raw)[kIters], int first, const float2* pg,
                                  T* __restrict__ yg, const P* __restrict__ w,
                                  const P* __restrict__ b, float eps, int g) {
   using Ch = Chunks<kCg * kS, kThreads, kVec, kIters>;
-  apply_stat<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, kSilu, kEvictFirst>(
+  apply_stat<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, Act, kEvictFirst>(
       raw, first, merge_partials<Ch::kCount, Ch::kNvec, Ch::kChunk, kVec>(pg), yg, w, b, eps, g);
 }
 
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // x, y: [N, C, kS] (y may be x); part: gn_partials' output; w, b: [C] or null.
 template <class T, class P, int kCg, long long kS, int kThreads, int kVec, int kIters, bool kHasW,
-          bool kHasB, bool kSilu, bool kKeepL2>
+          bool kHasB, class Act, bool kKeepL2>
 __global__ void __launch_bounds__(kThreads)
     gn_apply(const T* __restrict__ x, T* __restrict__ y, const float2* part,
              const P* __restrict__ w, const P* __restrict__ b, float eps, int G) {
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
   Pack<T, kVec> raw[kIters];
   gn_split::load_chunk<T, kThreads, kVec, kIters, Ch::kNvec, kKeepL2>(
       x + group * kL, first, kKeepL2 ? l2_policy(L2Hint::kDrop) : 0ull, raw);
-  gn_split::apply_chunk<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, kSilu, kKeepL2>(
+  gn_split::apply_chunk<T, P, kCg, kS, kThreads, kVec, kIters, kHasW, kHasB, Act, kKeepL2>(
       raw, first, part + group * Ch::kCount, y + group * kL, w, b, eps, g);
 }
 

@@ -48,9 +48,7 @@ std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector
         const double w = weight ? weight[c] : 1.0, b = bias ? bias[c] : 0.0;
         for (int64_t s = 0; s < p.S; ++s) {
           const int64_t i = index(p, n, c, s);
-          double z = (x[i] - st.mean) * rstd * w + b;
-          if (p.activation == ops::Activation::SiLU) z = z / (1.0 + std::exp(-z));
-          y[i] = z;
+          y[i] = activation_ref(p.activation, (x[i] - st.mean) * rstd * w + b);
         }
       }
     }
@@ -63,7 +61,7 @@ std::vector<double> group_norm_fp32_slack(const ops::GroupNormProblem& p,
                                           double eps) {
   const int64_t cg = p.C / p.groups;
   const double units = std::ldexp(1.0 + std::log2(static_cast<double>(cg * p.S)), -24);
-  const double slope = p.activation == ops::Activation::SiLU ? 1.1 : 1.0;
+  const double slope = activation_max_slope(p.activation);
   std::vector<double> slack(x.size());
   for (int64_t n = 0; n < p.N; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {

@@ -28,7 +28,7 @@ GroupNormProblem random_problem() {
   const int64_t choices[] = {1, 7, 49, 97, 576, 1024, 4093, 4096, 16384, 65536};
   p.S = choices[uniform(0, 9)];
   p.N = uniform(1, 16);
-  p.activation = uniform(0, 1) ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+  p.activation = static_cast<kjit::ops::Activation>(uniform(0, 4));  // any of the five
   p.has_weight = uniform(0, 3) != 0;
   p.has_bias = uniform(0, 3) != 0;
   return p;
@@ -111,7 +111,9 @@ TEST_CASE("group_norm validation names the bad value and the rule") {
   e.layout = Layout::NCHW;
   e.activation = static_cast<kjit::ops::Activation>(9);
   CHECK_THROWS_WITH_AS(kjit::ops::validate(e),
-                       doctest::Contains("activation = 9 must be None or SiLU"), kjit::Error);
+                       doctest::Contains("activation = 9 must be None, SiLU, GeluTanh, GeluErf "
+                                         "or ReLU"),
+                       kjit::Error);
   // Element counts whose byte counts overflow 64 bits, with and without a spatial size.
   GroupNormProblem wide =
       GroupNormProblem::from_shape({67108864, 64, 1073741824}, 64, kjit::DType::F32);

@@ -1,4 +1,4 @@
-// GroupNorm + SiLU against a float64 CPU reference over random shapes in every regime.
+// GroupNorm + activation against a float64 CPU reference over random shapes in every regime.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
+#include "group_norm_families.hpp"
 #include "kjit/host_math.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/reference.hpp"
@@ -51,6 +52,13 @@ std::vector<std::string> kernels_of(const GroupNormProblem& p, const GroupNormCo
     names.push_back(kernel_base(s.instantiation()));
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// The seed workload's SiLU half the time, none a quarter, one of the others the rest.
+Activation random_activation() {
+  const Activation others[] = {Activation::GeluTanh, Activation::GeluErf, Activation::ReLU};
+  const int64_t r = kjit_test::uniform(0, 7);
+  return r < 4 ? Activation::SiLU : r < 6 ? Activation::None : others[kjit_test::uniform(0, 2)];
 }
 
 struct Case {
@@ -165,7 +173,7 @@ Case random_case(DType t) {
   p.C = p.groups * cg;
   p.N = uniform(0, 4) == 0 ? 1 : uniform(1, 8);
   while (p.N > 1 && p.N * p.C * p.S > (int64_t{1} << 22)) p.N /= 2;
-  p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+  p.activation = random_activation();
   p.has_weight = uniform(0, 5) != 0;
   p.has_bias = uniform(0, 5) != 0;
   c.offset = uniform(0, 5) == 0;
@@ -174,18 +182,26 @@ Case random_case(DType t) {
   return c;
 }
 
-void run_random(DType t, int count) {
-  // Compile the specializations in parallel first (NVRTC dominates the suite's time), then run.
-  std::vector<Case> cases;
-  for (int i = 0; i < count; ++i) cases.push_back(random_case(t));
+// Compiles what each case runs (its forced config, or the heuristic's) on parallel threads:
+// NVRTC dominates the suite's time, so cases are prepared first and then run one at a time.
+void prepare_all(const std::vector<Case>& cases) {
   const unsigned workers = std::max(2u, std::min(16u, std::thread::hardware_concurrency()));
   std::vector<std::future<void>> jobs;
   for (unsigned w = 0; w < workers; ++w)
     jobs.push_back(std::async(std::launch::async, [&, w] {
-      for (size_t i = w; i < cases.size(); i += workers)
-        kjit::ops::prepare_group_norm(runtime(), cases[i].p);
+      for (size_t i = w; i < cases.size(); i += workers) {
+        kjit::ops::GroupNormOptions opt;
+        opt.config = cases[i].config;
+        kjit::ops::prepare_group_norm(runtime(), cases[i].p, opt);
+      }
     }));
   for (auto& j : jobs) j.get();
+}
+
+void run_random(DType t, int count) {
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) cases.push_back(random_case(t));
+  prepare_all(cases);
   kjit::Stream stream(runtime());
   int failures = 0;
   long long ill = 0;
@@ -454,6 +470,34 @@ TEST_CASE("group_norm: constant groups of large values come out as act(bias) in 
   }
 }
 
+// Every activation in every dtype through each kernel family's config
+// (tests/support/group_norm_families.hpp): each template's store path with each policy, the
+// 16-bit ones with the policy's fold into scale and shift, against the float64 reference.
+TEST_CASE("group_norm activation: every activation in every dtype through every kernel family") {
+  const int cc = runtime().props().cc();
+  std::vector<Case> cases;
+  for (const kjit_test::GnFamily& f : kjit_test::gn_families()) {
+    if (cc < f.min_cc) continue;
+    for (DType t : {DType::F32, DType::BF16, DType::F16})
+      for (Activation a : {Activation::None, Activation::SiLU, Activation::GeluTanh,
+                           Activation::GeluErf, Activation::ReLU}) {
+        Case c;
+        c.p = kjit_test::gn_family_problem(f, t, a);
+        c.config = kjit_test::gn_family_config(f, c.p, cc);
+        CAPTURE(f.name);
+        CAPTURE(c.p.describe());
+        REQUIRE(c.config.has_value());
+        cases.push_back(c);
+      }
+  }
+  prepare_all(cases);
+  kjit::Stream stream(runtime());
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 7000 + i));
+  MESSAGE(cases.size() << " (family, dtype, activation) runs");
+  CHECK(cases.size() >= (cc >= 90 ? 135u : 90u));
+}
+
 TEST_CASE("group_norm: 300 random fp32 shapes") {
   run_random(DType::F32, 300);
 }
@@ -485,7 +529,7 @@ std::vector<Case> smem_cases() {
     const int64_t s = uniform(1024, 16384) / 8 * 8;
     Case c = named({n, g * cg, s}, g, t);
     c.p.param_dtype = uniform(0, 1) ? DType::F32 : t;
-    c.p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+    c.p.activation = random_activation();
     c.in_place = uniform(0, 4) == 0;
     cases.push_back(c);
   }
@@ -527,7 +571,7 @@ Case random_large_groups(int i, int64_t min_group, int64_t max_group) {
   const int64_t g = uniform(1, 6), cg = uniform(1, 8), n = uniform(1, 3);
   Case c = named({n, g * cg, uniform(min_group / cg + 1, max_group / cg)}, g, t);
   c.p.param_dtype = uniform(0, 1) ? DType::F32 : t;
-  c.p.activation = uniform(0, 3) == 0 ? Activation::None : Activation::SiLU;
+  c.p.activation = random_activation();
   c.p.has_bias = uniform(0, 4) != 0;
   c.in_place = uniform(0, 4) == 0;
   c.offset = uniform(0, 4) == 0;

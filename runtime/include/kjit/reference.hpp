@@ -18,7 +18,8 @@ std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector
 // correctly rounded mean is off by half an ulp). x - mean then loses relative precision when the
 // group's spread is small against its magnitude: two values near 3.0 that differ by 0.005 lose
 // ~5e-5 of it. The bound allows a summation error of (1 + log2 L) units in the last place of the
-// mean absolute value, scaled by |weight| / sqrt(var + eps) and silu's slope (<= 1.1).
+// mean absolute value, scaled by |weight| / sqrt(var + eps) and the activation's largest slope
+// (activation_max_slope).
 std::vector<double> group_norm_fp32_slack(const ops::GroupNormProblem& p,
                                           const std::vector<float>& x, const float* weight,
                                           double eps);

@@ -147,6 +147,21 @@ GroupNormConfig pipe_config(const GroupNormProblem& p, bool aligned, int threads
 GroupNormConfig heuristic(const GroupNormProblem& p, const Target& t, bool aligned,
                           bool allow_split);
 
+// describe()'s activation: nothing for none, " silu", " gelu", ...; a value outside the enum
+// (validate() describes the problem it rejects) as its number.
+std::string activation_text(Activation a) {
+  switch (a) {
+    case Activation::None:
+      return "";
+    case Activation::SiLU:
+    case Activation::GeluTanh:
+    case Activation::GeluErf:
+    case Activation::ReLU:
+      return std::string(" ") + activation_name(a);
+  }
+  return " activation=" + std::to_string(static_cast<int>(a));
+}
+
 }  // namespace
 
 const char* layout_name(Layout l) {
@@ -173,9 +188,17 @@ void validate(const GroupNormProblem& p) {
   if (p.layout != Layout::NCHW && p.layout != Layout::NHWC)
     bad("layout",
         "layout = " + std::to_string(static_cast<int>(p.layout)) + " must be NCHW or NHWC");
-  if (p.activation != Activation::None && p.activation != Activation::SiLU)
-    bad("activation",
-        "activation = " + std::to_string(static_cast<int>(p.activation)) + " must be None or SiLU");
+  switch (p.activation) {
+    case Activation::None:
+    case Activation::SiLU:
+    case Activation::GeluTanh:
+    case Activation::GeluErf:
+    case Activation::ReLU:
+      break;
+    default:
+      bad("activation", "activation = " + std::to_string(static_cast<int>(p.activation)) +
+                            " must be None, SiLU, GeluTanh, GeluErf or ReLU");
+  }
   if (p.N < 0) bad("N", "N = " + std::to_string(p.N) + " must be >= 0");
   if (p.S < 0) bad("S", "spatial size S = " + std::to_string(p.S) + " must be >= 0");
   if (p.C <= 0) bad("C", "C = " + std::to_string(p.C) + " must be > 0");
@@ -208,8 +231,8 @@ void validate(const GroupNormProblem& p) {
 std::string GroupNormProblem::describe() const {
   return std::string(dtype_name(dtype)) + (layout == Layout::NHWC ? " NHWC" : " NCHW") +
          " N=" + std::to_string(N) + " C=" + std::to_string(C) + " S=" + std::to_string(S) +
-         " G=" + std::to_string(groups) + (activation == Activation::SiLU ? " silu" : "") +
-         (has_weight ? " w" : "") + (has_bias ? " b" : "");
+         " G=" + std::to_string(groups) + activation_text(activation) + (has_weight ? " w" : "") +
+         (has_bias ? " b" : "");
 }
 
 std::string GroupNormConfig::describe() const {
@@ -688,7 +711,7 @@ int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& 
 
 namespace {
 
-// gn_apply's, gn_coop's and gn_pipe_fwd's template arguments, which they share up to kSilu.
+// gn_apply's, gn_coop's and gn_pipe_fwd's template arguments, which they share up to Act.
 Spec chunk_apply_spec(const char* header, const char* fn, const GroupNormProblem& p,
                       const GroupNormConfig& c) {
   Spec s(header, fn);
@@ -701,7 +724,7 @@ Spec chunk_apply_spec(const char* header, const char* fn, const GroupNormProblem
       .value(c.iters)
       .value(p.has_weight)
       .value(p.has_bias)
-      .value(p.activation == Activation::SiLU);
+      .type(activation_policy(p.activation));
   return s;
 }
 
@@ -737,7 +760,7 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
         .value(c.cluster)
         .value(p.has_weight)
         .value(p.has_bias)
-        .value(p.activation == Activation::SiLU);
+        .type(activation_policy(p.activation));
     return {s};
   }
   Spec s("kjit/group_norm.cuh", "kjit::gn_fwd");
@@ -754,7 +777,7 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
       .value(c.stream)
       .value(p.has_weight)
       .value(p.has_bias)
-      .value(p.activation == Activation::SiLU)
+      .type(activation_policy(p.activation))
       .value(affine && c.smem_affine)
       .value(c.stream && fits_stream_l2(p));
   return {s};

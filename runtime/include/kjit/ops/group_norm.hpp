@@ -1,5 +1,6 @@
-// GroupNorm (+ SiLU): y = act(group_norm(x, G, weight, bias, eps)), exactly as
-// torch.nn.functional.silu(torch.nn.functional.group_norm(x, G, weight, bias, eps)).
+// GroupNorm (+ activation): y = act(group_norm(x, G, weight, bias, eps)), as
+// torch.nn.functional.silu(torch.nn.functional.group_norm(x, G, weight, bias, eps)) for the
+// default SiLU; act is any kjit::Activation (none, silu, gelu_tanh, gelu, relu).
 #pragma once
 
 #include <cuda.h>
