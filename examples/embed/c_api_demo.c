@@ -10,8 +10,8 @@ int main(void) {
   /* [c_api] */
   char config[256];
   int rc = kjit_group_norm_prepare("f32", "nchw", /*n=*/8, /*c=*/256, /*s=*/24 * 24,
-                                   /*groups=*/32, /*silu=*/1, /*affine=*/1, /*autotune=*/0, config,
-                                   (int64_t)sizeof config);
+                                   /*groups=*/32, KJIT_ACTIVATION_SILU, /*affine=*/1,
+                                   /*autotune=*/0, config, (int64_t)sizeof config);
   if (rc != KJIT_OK) {
     printf("c_api_demo: kjit_group_norm_prepare returned %d: %s\n", rc, kjit_last_error());
   } else {

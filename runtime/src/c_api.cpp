@@ -64,10 +64,29 @@ const char* not_null(const char* s, const char* what) {
   return s;
 }
 
+// A KJIT_ACTIVATION_ constant as the enum; an unknown number is named, not cast.
+kjit::Activation activation_of(int a) {
+  switch (a) {
+    case KJIT_ACTIVATION_NONE:
+      return kjit::Activation::None;
+    case KJIT_ACTIVATION_SILU:
+      return kjit::Activation::SiLU;
+    case KJIT_ACTIVATION_GELU_TANH:
+      return kjit::Activation::GeluTanh;
+    case KJIT_ACTIVATION_GELU:
+      return kjit::Activation::GeluErf;
+    case KJIT_ACTIVATION_RELU:
+      return kjit::Activation::ReLU;
+  }
+  throw kjit::Error::invalid("activation", "activation = " + std::to_string(a) +
+                                               " is not a KJIT_ACTIVATION_ constant (0 none, 1 "
+                                               "silu, 2 gelu_tanh, 3 gelu, 4 relu)");
+}
+
 // Each entry point checks its arguments before runtime(): a bad one is reported as such, not as
 // "no driver" on a machine without a GPU.
 kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, int64_t n, int64_t c,
-                                       int64_t s, int64_t groups, int silu, bool affine) {
+                                       int64_t s, int64_t groups, int activation, bool affine) {
   kjit::ops::GroupNormProblem p;
   p.dtype = p.param_dtype = kjit::parse_dtype(not_null(dtype, "dtype"));
   p.layout = kjit::ops::parse_layout(not_null(layout, "layout"));
@@ -75,7 +94,7 @@ kjit::ops::GroupNormProblem gn_problem(const char* dtype, const char* layout, in
   p.C = c;
   p.S = s;
   p.groups = groups;
-  p.activation = silu ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+  p.activation = activation_of(activation);
   p.has_weight = p.has_bias = affine;
   return p;
 }
@@ -121,10 +140,10 @@ const char* kjit_version(void) {
 }
 
 int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
-                    int64_t groups, int silu, const void* x, void* y, const void* weight,
+                    int64_t groups, int activation, const void* x, void* y, const void* weight,
                     const void* bias, float eps, void* stream, int autotune) {
   return guarded([&] {
-    auto p = gn_problem(dtype, layout, n, c, s, groups, silu, weight || bias);
+    auto p = gn_problem(dtype, layout, n, c, s, groups, activation, weight || bias);
     p.has_weight = weight != nullptr;
     p.has_bias = bias != nullptr;
     kjit::ops::GroupNormOptions o;
@@ -136,10 +155,10 @@ int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c,
 }
 
 int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
-                            int64_t groups, int silu, int affine, int autotune, char* buf,
+                            int64_t groups, int activation, int affine, int autotune, char* buf,
                             int64_t size) {
   return guarded([&] {
-    auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
+    auto p = gn_problem(dtype, layout, n, c, s, groups, activation, affine != 0);
     kjit::ops::validate(p);
     check_buffer(buf, size);
     kjit::ops::GroupNormOptions o;
@@ -149,10 +168,10 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
 }
 
 int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,
-                                      int64_t s, int64_t groups, int silu, int affine, int autotune,
-                                      void* stream, int64_t* bytes) {
+                                      int64_t s, int64_t groups, int activation, int affine,
+                                      int autotune, void* stream, int64_t* bytes) {
   return guarded([&] {
-    auto p = gn_problem(dtype, layout, n, c, s, groups, silu, affine != 0);
+    auto p = gn_problem(dtype, layout, n, c, s, groups, activation, affine != 0);
     kjit::ops::validate(p);
     kjit::ops::GroupNormOptions o;
     o.autotune = autotune != 0;

@@ -75,6 +75,40 @@ TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before
   CHECK(last_error_has("precision is NULL"));
 }
 
+// The activation is a KJIT_ACTIVATION_ constant: 0 and 1 are the former silu flag's values, the
+// others select GELU and ReLU, and an unknown number is refused by name before any device use.
+TEST_CASE("kjit_group_norm: the activation constants; an unknown one is named") {
+  CHECK(KJIT_ACTIVATION_NONE == 0);
+  CHECK(KJIT_ACTIVATION_SILU == 1);
+  CHECK(KJIT_ACTIVATION_GELU_TANH == 2);
+  CHECK(KJIT_ACTIVATION_GELU == 3);
+  CHECK(KJIT_ACTIVATION_RELU == 4);
+  alignas(16) static float buf[1024];
+  for (int bad : {-1, 5, 1000}) {
+    CAPTURE(bad);
+    CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, bad, buf, buf + 512, nullptr, nullptr, 1e-5f,
+                          nullptr, 0) == kInvalidArgument);
+    CHECK(last_error_has(("activation = " + std::to_string(bad)).c_str()));
+    CHECK(last_error_has("KJIT_ACTIVATION_"));
+    char text[64];
+    CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, bad, 1, 0, text, 64) ==
+          kInvalidArgument);
+    CHECK(last_error_has(("activation = " + std::to_string(bad)).c_str()));
+    int64_t bytes = -1;
+    CHECK(kjit_group_norm_reserve_workspace("f32", "nchw", 2, 8, 4, 2, bad, 1, 0, nullptr,
+                                            &bytes) == kInvalidArgument);
+    CHECK(bytes == -1);
+  }
+  // Each constant gets past validation: prepare fails only for want of a driver (or compiles).
+  for (int a : {KJIT_ACTIVATION_NONE, KJIT_ACTIVATION_SILU, KJIT_ACTIVATION_GELU_TANH,
+                KJIT_ACTIVATION_GELU, KJIT_ACTIVATION_RELU}) {
+    CAPTURE(a);
+    char text[128];
+    CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, a, 1, 0, text, 128) !=
+          kInvalidArgument);
+  }
+}
+
 // A prepare that gets a buffer checks its size first (a caller must never read an untouched
 // buffer as the answer); the codes are the header's.
 TEST_CASE("prepare: a buffer needs a positive size; the codes are named in the header") {

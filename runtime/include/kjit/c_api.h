@@ -29,28 +29,40 @@ enum {
   KJIT_ERR_INTERNAL = 1000       /* an unexpected exception */
 };
 
+/* The activation after the normalization (kjit::Activation; docs/OPS.md has the formulas). 0 and 1
+ * mean what the former `silu` flag's 0 and 1 did; a value outside these constants is
+ * KJIT_ERR_INVALID_ARGUMENT naming it. */
+enum {
+  KJIT_ACTIVATION_NONE = 0,
+  KJIT_ACTIVATION_SILU = 1,      /* F.silu */
+  KJIT_ACTIVATION_GELU_TANH = 2, /* F.gelu(approximate="tanh") */
+  KJIT_ACTIVATION_GELU = 3,      /* F.gelu (erf) */
+  KJIT_ACTIVATION_RELU = 4       /* F.relu */
+};
+
 const char* kjit_last_error(void);
 const char* kjit_version(void);
 
-/* dtype: "f32" | "f16" | "bf16" (params use the same dtype); layout: "nchw" | "nhwc".
+/* dtype: "f32" | "f16" | "bf16" (params use the same dtype); layout: "nchw" | "nhwc";
+ * activation: one of KJIT_ACTIVATION_*.
  * weight/bias may be NULL (no affine). stream: a CUstream / cudaStream_t (NULL = legacy). */
 int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
-                    int64_t groups, int silu, const void* x, void* y, const void* weight,
+                    int64_t groups, int activation, const void* x, void* y, const void* weight,
                     const void* bias, float eps, void* stream, int autotune);
 
 /* Compile and load ahead (so a later call inside a graph capture compiles nothing). Writes the
  * chosen config as text into buf when buf is not NULL: size must then be > 0, and a buf too small
  * for the text is KJIT_ERR_INVALID_ARGUMENT naming the size needed (nothing is written). */
 int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
-                            int64_t groups, int silu, int affine, int autotune, char* buf,
+                            int64_t groups, int activation, int affine, int autotune, char* buf,
                             int64_t size);
 
 /* Give `stream` the workspaces a split, coop or pipe plan of this problem uses (see docs/API.md;
- * coop and pipe plans also need barrier words), so that a graph captured on it without a call beforehand runs
- * those kernels rather than the one-kernel fallback. Writes their size in bytes to *bytes when
- * not NULL (0: the plan needs no workspace). */
+ * coop and pipe plans also need barrier words), so that a graph captured on it without a call
+ * beforehand runs those kernels rather than the one-kernel fallback. Writes their size in bytes to
+ * *bytes when not NULL (0: the plan needs no workspace). */
 int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,
-                                      int64_t s, int64_t groups, int silu, int affine,
+                                      int64_t s, int64_t groups, int activation, int affine,
                                       int autotune, void* stream, int64_t* bytes);
 
 /* Linear -> GroupNorm -> min -> + bias. precision: "fp32" | "tf32" | "bf16-inputs" (x, weight
