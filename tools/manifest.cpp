@@ -134,9 +134,12 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
   }
   const std::vector<int64_t> shape = f.integers("shape");
   const int64_t groups = f.integer("groups");
-  const std::string act = lower(f.string("activation", "silu"));
-  if (act != "silu" && act != "none")
-    throw EntryError("activation", "'" + act + "' is not silu or none");
+  Activation act;
+  try {
+    act = parse_activation(f.string("activation", "silu"));
+  } catch (const Error& e) {
+    throw EntryError("activation", e.what());
+  }
   const bool affine = f.boolean("affine", true);
   const bool weight = f.boolean("weight", affine);
   const bool bias = f.boolean("bias", affine);
@@ -150,7 +153,7 @@ OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
     throw EntryError("shape", e.what());
   }
   p.param_dtype = param_dtype;
-  p.activation = act == "silu" ? Activation::SiLU : Activation::None;
+  p.activation = act;
   p.has_weight = weight;
   p.has_bias = bias;
   if (groups <= 0) throw EntryError("groups", "must be > 0, got " + std::to_string(groups));
@@ -318,15 +321,18 @@ std::pair<std::string, json> short_field(const std::string& t) {
   }
   if (auto dims = short_dims(t)) return {"shape", *dims};
   if (lt == "nchw" || lt == "nhwc") return {"layout", lt};
-  if (lt == "silu" || lt == "none") return {"activation", lt};
+  try {  // the activation names are kjit::parse_activation's, so a new one needs no change here
+    return {"activation", activation_name(parse_activation(lt))};
+  } catch (const Error&) {  // not an activation: one of the tokens below
+  }
   if (lt == "affine" || lt == "noaffine" || lt == "no-affine") return {"affine", lt == "affine"};
   try {
     return {"dtype", dtype_name(parse_dtype(lt))};
   } catch (const Error&) {
     throw EntryError("", "token '" + t +
                              "' is not a dtype (f32, f16, bf16), a layout (nchw, nhwc), a shape "
-                             "(8x256x24x24), an activation (silu, none), affine, noaffine, or "
-                             "key=value");
+                             "(8x256x24x24), an activation (none, silu, gelu, gelu_tanh, "
+                             "relu), affine, noaffine, or key=value");
   }
 }
 

@@ -52,18 +52,19 @@ TEST_CASE("group_norm entries derive the runtime's specializations (random probl
     const int64_t groups = uniform(1, 64), cg = uniform(1, 16), N = uniform(1, 16);
     const int64_t H = uniform(1, 40), W = uniform(1, 40);
     const int64_t C = groups * cg;
-    const bool silu = uniform(0, 1), affine = uniform(0, 1);
+    const auto act = static_cast<kjit::Activation>(uniform(0, 4));  // any of the five
+    const bool affine = uniform(0, 1);
     json j = {{"op", "group_norm"},
               {"dtype", dtype},
               {"layout", nhwc ? "nhwc" : "nchw"},
               {"shape", nhwc ? json{N, H, W, C} : json{N, C, H, W}},
               {"groups", groups},
-              {"activation", silu ? "silu" : "none"},
+              {"activation", kjit::activation_name(act)},
               {"affine", affine}};
     GroupNormProblem p = GroupNormProblem::from_shape(
         nhwc ? std::vector<int64_t>{N, H, W, C} : std::vector<int64_t>{N, C, H, W}, groups,
         kjit::parse_dtype(dtype), nhwc ? kjit::ops::Layout::NHWC : kjit::ops::Layout::NCHW);
-    p.activation = silu ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
+    p.activation = act;
     p.has_weight = p.has_bias = affine;
     INFO(j.dump(), " ", p.describe());
     for (int cc : {80, 90}) {
@@ -147,7 +148,8 @@ TEST_CASE("an empty tensor needs no kernel; bad entries name their field") {
   CHECK(error_field(with(ok, "dtype", "f64")) == "dtype");
   CHECK(error_field(with(ok, "param_dtype", 3)) == "param_dtype");
   CHECK(error_field(with(ok, "layout", "ncwh")) == "layout");
-  CHECK(error_field(with(ok, "activation", "gelu")) == "activation");
+  CHECK(error_field(with(ok, "activation", "swish")) == "activation");
+  CHECK(error_field(with(ok, "activation", 1)) == "activation");
   CHECK(error_field(with(ok, "affine", 1)) == "affine");
   CHECK(error_field(with(ok, "groupz", 8)) == "groupz");
   CHECK(error_field(with(ok, "op", "linear_gn_minimum")) == "op");
@@ -316,6 +318,40 @@ TEST_CASE("manifests: object or array, optional archs, default manifest holds kn
     CHECK(op_registry().count(pe.problem["op"].get<std::string>()) == 1);
     CHECK_FALSE(problem_specs(pe.problem, OpContext{}).specs.empty());
   }
+}
+
+// Every kjit::Activation by its name: a gelu problem compiles GroupNorm with GELU's policy, the
+// runtime's own specialization; a name outside the list fails its problem, naming it.
+TEST_CASE("group_norm entries take every activation by name; a bad name is the activation's") {
+  const json j = {{"op", "group_norm"},
+                  {"dtype", "bf16"},
+                  {"shape", {2, 64, 8, 8}},
+                  {"groups", 8},
+                  {"activation", "GELU"}};
+  GroupNormProblem p = GroupNormProblem::from_shape({2, 64, 8, 8}, 8, kjit::DType::BF16);
+  p.activation = kjit::Activation::GeluErf;
+  OpContext ctx;
+  ctx.target = kjit::Target::for_cc(90);
+  const OpSpecs os = problem_specs(j, ctx);
+  REQUIRE(os.specs.size() == 1);
+  CHECK(os.specs[0].instantiation() ==
+        group_norm_specs(p, group_norm_heuristic(p, 90, true)).at(0).instantiation());
+  CHECK(os.specs[0].instantiation().find("kjit::act::GeluErf") != std::string::npos);
+  CHECK(os.describe.find(" gelu ") != std::string::npos);
+  for (const char* name : {"none", "silu", "gelu_tanh", "gelu_erf", "relu"})
+    CHECK(problem_specs(with(j, "activation", name), ctx).specs.size() == 1);
+  try {
+    problem_specs(with(j, "activation", "swish"), ctx);
+    FAIL("activation 'swish' accepted");
+  } catch (const EntryError& e) {
+    CHECK(e.field() == "activation");
+    CHECK(std::string(e.what()).find("'swish'") != std::string::npos);
+    CHECK(std::string(e.what()).find("gelu_tanh") != std::string::npos);
+  }
+  CHECK(parse_problem_arg("group_norm 2x64x8x8 g=8 GELU_TANH")["activation"] == "gelu_tanh");
+  CHECK(parse_problem_arg("group_norm 2x64x8x8 g=8 gelu_erf")["activation"] == "gelu");
+  CHECK(parse_problem_arg("group_norm 2x64x8x8 g=8 relu")["activation"] == "relu");
+  CHECK_THROWS_AS(parse_problem_arg("group_norm 2x64x8x8 g=8 swish"), EntryError);
 }
 
 TEST_CASE("--problem short form") {
