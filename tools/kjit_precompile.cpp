@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "kjit/kjit.hpp"
+#include "kjit/op/registry.hpp"
 #include "manifest.hpp"
 #include "tool_util.hpp"
 
@@ -243,7 +244,7 @@ int run(int argc, char** argv) {
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   if (list_ops) {
-    for (const auto& [name, fn] : kjit::tools::op_registry()) std::printf("%s\n", name.c_str());
+    for (const std::string& name : kjit::op::registered_ops()) std::printf("%s\n", name.c_str());
     return 0;
   }
 

@@ -13,10 +13,11 @@
 #include <sstream>
 #include <utility>
 
+#include "kjit/activation.hpp"
 #include "kjit/compiler.hpp"
 #include "kjit/error.hpp"
-#include "kjit/ops/group_norm.hpp"
-#include "kjit/ops/linear_gn_min.hpp"
+#include "kjit/op/registry.hpp"
+#include "op_fields.hpp"
 #include "tool_util.hpp"
 
 namespace kjit::tools {
@@ -27,216 +28,6 @@ using nlohmann::json;
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// Reads the fields of one problem. The op names every field it knows up front, so that one it
-// does not know (a typo such as "group") is reported as such before anything else.
-class Fields {
- public:
-  Fields(const json& j, std::string op, std::initializer_list<const char*> known)
-      : j_(j), op_(std::move(op)) {
-    std::set<std::string> names(known.begin(), known.end());
-    names.insert("op");
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (names.count(it.key())) continue;
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw EntryError(it.key(), "unknown field for op " + op_ + " (known: " + list + ")");
-    }
-  }
-
-  const json& require(const std::string& name) {
-    if (!j_.contains(name)) throw EntryError(name, "missing (op " + op_ + " needs it)");
-    return j_.at(name);
-  }
-
-  std::string string(const std::string& name, const std::string& fallback) {
-    if (!j_.contains(name)) return fallback;
-    const json& v = j_.at(name);
-    if (!v.is_string()) throw EntryError(name, "must be a string, got " + shown(v));
-    return v.get<std::string>();
-  }
-
-  bool boolean(const std::string& name, bool fallback) {
-    if (!j_.contains(name)) return fallback;
-    const json& v = j_.at(name);
-    if (!v.is_boolean()) throw EntryError(name, "must be true or false, got " + shown(v));
-    return v.get<bool>();
-  }
-
-  int64_t integer(const std::string& name) { return as_integer(name, require(name)); }
-
-  std::vector<int64_t> integers(const std::string& name) {
-    const json& v = require(name);
-    if (!v.is_array()) throw EntryError(name, "must be an array of integers, got " + shown(v));
-    std::vector<int64_t> out;
-    for (const json& e : v) out.push_back(as_integer(name, e));
-    return out;
-  }
-
- private:
-  // An integer that fits int64_t. One past it (2^64-1, 1e20) is out of range rather than "not an
-  // integer"; 2.5, 4.0 and "8" are not integers (4.0 is read as a float, which could hide 30.9).
-  static int64_t as_integer(const std::string& name, const json& v) {
-    const bool too_big = v.is_number_unsigned() ? v.get<uint64_t>() > INT64_MAX
-                         : v.is_number_float()  ? std::fabs(v.get<double>()) >= 0x1p63
-                                                : false;
-    if (too_big)
-      throw EntryError(name, shown(v) + " is out of range (an integer here is at most 2^63-1)");
-    if (v.is_number_integer()) return v.get<int64_t>();
-    throw EntryError(name, "must be an integer, got " + shown(v));
-  }
-
-  const json& j_;
-  std::string op_;
-};
-
-DType dtype_field(Fields& f, const std::string& name, const std::string& fallback) {
-  const std::string s = f.string(name, fallback);
-  try {
-    return parse_dtype(lower(s));
-  } catch (const Error& e) {
-    throw EntryError(name, e.what());
-  }
-}
-
-// The specializations the op's own specs_for names for the pointer alignments asked for (aligned
-// first, the op's preference within each), without duplicates.
-template <class SpecsFor>
-std::vector<Spec> distinct_specs(const OpContext& ctx, SpecsFor specs_for) {
-  std::vector<Spec> out;
-  std::set<std::string> seen;
-  for (const bool aligned : {true, false}) {
-    if (!(aligned ? ctx.aligned : ctx.unaligned)) continue;
-    for (Spec& s : specs_for(aligned))
-      if (seen.insert(s.instantiation()).second) out.push_back(std::move(s));
-  }
-  return out;
-}
-
-// ---- group_norm -------------------------------------------------------------------------------
-// Fields: shape (required; [N, C, *spatial] for nchw, [N, *spatial, C] for nhwc), groups
-// (required), dtype (f32), param_dtype (= dtype), layout (nchw), activation (silu), affine (true),
-// weight / bias (= affine). Exactly what ops::group_norm compiles, from the op's own
-// group_norm_specs_for (with --all-candidates, what autotuning compiles).
-OpSpecs group_norm_op(const json& j, const OpContext& ctx) {
-  using namespace kjit::ops;
-  Fields f(j, "group_norm",
-           {"dtype", "param_dtype", "layout", "shape", "groups", "activation", "affine", "weight",
-            "bias"});
-  const DType dtype = dtype_field(f, "dtype", "f32");
-  const DType param_dtype = dtype_field(f, "param_dtype", dtype_name(dtype));
-  Layout layout;
-  try {
-    layout = parse_layout(lower(f.string("layout", "nchw")));
-  } catch (const Error& e) {
-    throw EntryError("layout", e.what());
-  }
-  const std::vector<int64_t> shape = f.integers("shape");
-  const int64_t groups = f.integer("groups");
-  Activation act;
-  try {
-    act = parse_activation(f.string("activation", "silu"));
-  } catch (const Error& e) {
-    throw EntryError("activation", e.what());
-  }
-  const bool affine = f.boolean("affine", true);
-  const bool weight = f.boolean("weight", affine);
-  const bool bias = f.boolean("bias", affine);
-
-  if (shape.size() < 2)
-    throw EntryError("shape", "needs at least 2 dims (N, C), got " + std::to_string(shape.size()));
-  GroupNormProblem p;
-  try {
-    p = GroupNormProblem::from_shape(shape, groups, dtype, layout);
-  } catch (const Error& e) {
-    throw EntryError("shape", e.what());
-  }
-  p.param_dtype = param_dtype;
-  p.activation = act;
-  p.has_weight = weight;
-  p.has_bias = bias;
-  if (groups <= 0) throw EntryError("groups", "must be > 0, got " + std::to_string(groups));
-  if (p.C > 0 && p.C % groups != 0)
-    throw EntryError("groups", "C = " + std::to_string(p.C) +
-                                   " is not divisible by groups = " + std::to_string(groups));
-  try {
-    validate(p);
-  } catch (const Error& e) {
-    // The problem's field (Error::field) as the manifest names it: N, C and S come from "shape".
-    throw EntryError(e.field() == "groups" ? "groups" : "shape", e.what());
-  }
-
-  OpSpecs out;
-  out.describe = "group_norm " + p.describe();
-  if (p.N == 0 || p.S == 0) return out;  // an empty tensor: the runtime launches nothing
-  out.specs = distinct_specs(ctx, [&](bool aligned) {
-    GroupNormOptions opt;
-    opt.autotune = ctx.all_candidates;
-    return group_norm_specs_for(p, ctx.target, opt, aligned);
-  });
-  return out;
-}
-
-// ---- linear_gn_min ----------------------------------------------------------------------------
-// Fields: M, K, N, groups (required), dtype (f32; bf16 means x and weight are given as bf16, i.e.
-// precision bf16-inputs), precision (fp32, or tf32 / bf16-inputs), bias_add (auto, epilogue,
-// kernel: LinearGnMinOptions::bias_add; kernel compiles the kernels that add the Linear's bias,
-// auto and epilogue those that do not, and autotuning under auto tries both). The cuBLASLt GEMM
-// needs no NVRTC compile; only the fused GroupNorm/min/bias kernel does, exactly what
-// ops::linear_gn_min compiles, from the op's own linear_gn_min_specs_for. `aligned` here is the
-// output pointer's 16-byte alignment (the kernel's vector stores); x, weight and the biases only
-// change the GEMM's algorithm.
-OpSpecs linear_gn_min_op(const json& j, const OpContext& ctx) {
-  using namespace kjit::ops;
-  Fields f(j, "linear_gn_min", {"dtype", "precision", "M", "K", "N", "groups", "bias_add"});
-  LinearBiasAdd bias_add;
-  try {
-    bias_add = parse_bias_add(lower(f.string("bias_add", "auto")));
-  } catch (const Error& e) {
-    throw EntryError("bias_add", e.what());
-  }
-  const DType dtype = dtype_field(f, "dtype", "f32");
-  if (dtype != DType::F32 && dtype != DType::BF16)
-    throw EntryError("dtype", std::string("'") + dtype_name(dtype) +
-                                  "' is not f32 or bf16 (bf16: x and weight given as bf16)");
-  const bool bf16 = dtype == DType::BF16;
-  const std::string prec = lower(f.string("precision", bf16 ? "bf16-inputs" : "fp32"));
-  LinearGnMinProblem p;
-  try {
-    p.precision = parse_precision(prec);
-  } catch (const Error& e) {
-    throw EntryError("precision", e.what());
-  }
-  if (bf16 != (p.precision == Precision::Bf16Inputs))
-    throw EntryError("precision", "'" + prec + "' does not go with dtype " + dtype_name(dtype) +
-                                      " (bf16 inputs are precision bf16-inputs)");
-  p.M = f.integer("M");
-  p.K = f.integer("K");
-  p.N = f.integer("N");
-  p.G = f.integer("groups");
-  for (const auto& [name, v] :
-       {std::pair<const char*, int64_t>{"M", p.M}, {"K", p.K}, {"N", p.N}, {"groups", p.G}})
-    if (v < 1) throw EntryError(name, "must be >= 1, got " + std::to_string(v));
-  if (p.N % p.G != 0)
-    throw EntryError("groups", "N = " + std::to_string(p.N) +
-                                   " is not divisible by groups = " + std::to_string(p.G));
-  try {
-    validate(p);
-  } catch (const Error& e) {
-    // The problem's field (Error::field) as the manifest names it: G is "groups".
-    throw EntryError(e.field() == "G" ? "groups" : e.field(), e.what());
-  }
-
-  OpSpecs out;
-  out.describe = "linear_gn_min " + p.describe();
-  out.specs = distinct_specs(ctx, [&](bool out_aligned) {
-    LinearGnMinOptions opt;
-    opt.bias_add = bias_add;
-    opt.autotune = ctx.all_candidates;
-    return linear_gn_min_specs_for(p, ctx.target, opt, out_aligned);
-  });
-  return out;
 }
 
 // The two seed workloads (docs/ARCHITECTURE.md). JSON has no comments, hence the C++ ones.
@@ -343,28 +134,32 @@ std::string ProblemEntry::name() const {
   return source + ": problems[" + std::to_string(index) + "]";
 }
 
-const std::map<std::string, OpFn>& op_registry() {
-  static const std::map<std::string, OpFn> ops = {
-      {"group_norm", group_norm_op},
-      {"linear_gn_min", linear_gn_min_op},
-  };
-  return ops;
-}
-
 OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
   throw_marked(problem);
   if (!problem.is_object()) throw EntryError("", "must be a JSON object, got " + shown(problem));
   if (!problem.contains("op")) throw EntryError("op", "missing (the op's name, e.g. group_norm)");
   const json& op = problem.at("op");
   if (!op.is_string()) throw EntryError("op", "must be a string, got " + shown(op));
-  const auto& ops = op_registry();
-  auto it = ops.find(op.get<std::string>());
-  if (it == ops.end()) {
-    std::string known;
-    for (const auto& [name, fn] : ops) known += (known.empty() ? "" : ", ") + name;
-    throw EntryError("op", "unknown op '" + op.get<std::string>() + "' (known: " + known + ")");
+  const std::string name = op.get<std::string>();
+  std::unique_ptr<kjit::op::OpProblem> p;
+  try {
+    p = kjit::op::find_op(name).parse(op_fields(problem, name));
+  } catch (const Error& e) {
+    if (e.code() == Errc::NotFound) throw EntryError("op", e.what());
+    if (e.code() != Errc::InvalidArgument) throw;
+    throw EntryError(e.field(), e.what());
   }
-  return it->second(problem, ctx);
+  // The op's own specs_for for the pointer alignments asked for (aligned first, the op's
+  // preference within each), without duplicates.
+  OpSpecs out;
+  out.describe = p->describe();
+  std::set<std::string> seen;
+  for (const bool aligned : {true, false}) {
+    if (!(aligned ? ctx.aligned : ctx.unaligned)) continue;
+    for (Spec& s : p->specs_for(ctx.target, aligned, ctx.all_candidates))
+      if (seen.insert(s.instantiation()).second) out.specs.push_back(std::move(s));
+  }
+  return out;
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& source) {

@@ -1,7 +1,6 @@
-// kjit-precompile's input: manifests of problems, the op registry that turns one problem into the
-// exact specializations the runtime would compile for it, and the target archs.
-//
-// Adding an op to the tools is one function in manifest.cpp (see op_registry()).
+// kjit-precompile's input: manifests of problems, each turned into the exact specializations the
+// runtime would compile for it by its op's entry in the runtime's op registry
+// (kjit/op/registry.hpp), and the target archs. An op registered there needs nothing here.
 #pragma once
 
 #include <functional>
@@ -74,12 +73,8 @@ struct OpSpecs {
   std::vector<Spec> specs;  // without duplicates; empty when the runtime launches nothing
 };
 
-// op name -> the specializations the runtime compiles for one problem. Throws EntryError naming
-// the field for a missing, unknown or invalid field.
-using OpFn = std::function<OpSpecs(const nlohmann::json& problem, const OpContext& ctx)>;
-const std::map<std::string, OpFn>& op_registry();
-
-// Looks up problem["op"] in the registry and calls it.
+// Looks up problem["op"] in the op registry and derives its specializations through the op's
+// specs_for. Throws EntryError naming the field for a missing, unknown or invalid field.
 OpSpecs problem_specs(const nlohmann::json& problem, const OpContext& ctx);
 
 // A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX),

@@ -42,11 +42,14 @@ op::FieldValue value_of(const json& v) {
     f.kind = Kind::Integers;
     for (const json& e : v) {
       const op::FieldValue d = value_of(e);
-      if (d.problem.empty() && d.kind != Kind::Integer)
-        f.problem = "must be an integer, got " + d.shown;
-      else
-        f.problem = d.problem;
-      if (!f.problem.empty()) break;
+      f.element_problem = d.problem.empty() && d.kind != Kind::Integer
+                              ? "must be an integer, got " + d.shown
+                              : d.problem;
+      if (!f.element_problem.empty()) {
+        f.kind = Kind::Other;
+        f.integers.clear();
+        break;
+      }
       f.integers.push_back(d.integer);
     }
   }

@@ -68,6 +68,7 @@ int64_t Fields::integer(const std::string& name, int64_t fallback) const {
 
 std::vector<int64_t> Fields::integers(const std::string& name) const {
   const FieldValue& v = require(name);
+  if (!v.element_problem.empty()) bad(name, v.element_problem);
   if (v.kind != Kind::Integers) bad(name, "must be an array of integers, got " + v.shown);
   return v.integers;
 }

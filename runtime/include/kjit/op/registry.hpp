@@ -38,6 +38,8 @@ struct FieldValue {
   // A value that is no field value at all (out of range, an array of non-integers): the rule it
   // breaks, reported by whichever getter reads it.
   std::string problem;
+  // An array with an element that is no integer: what integers() reports (the kind is Other).
+  std::string element_problem;
 };
 
 // A problem's fields. The getters throw Error::invalid(<field>, <rule>) for a missing required
