@@ -1,0 +1,331 @@
+// LayerNorm and RMSNorm over the rows of a [rows, width] tensor, with an optional residual add
+// before and an activation after (kjit/ops/layer_norm.hpp has the semantics).
+//
+// A team of kTpr threads owns a row: a few threads or a warp for short rows, the whole CTA for
+// medium ones, or a thread-block cluster of kCluster CTAs (one team each, sm_90) for long rows.
+// The team holds its row in registers (kIters vectors of kVec elements per thread): x is read
+// once and y written once. kStream: rows no cluster holds are read again for each pass (from L2
+// when the row fits there).
+//
+// Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
+// deviations from its own mean); a cluster's CTAs then exchange (count, sum, M2) once through
+// distributed shared memory and combine them with the parallel-variance formula. RMSNorm sums
+// squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
+// inf - inf), makes the row's statistics NaN.
+#pragma once
+
+#include "kjit/activation.cuh"
+#include "kjit/cluster.cuh"
+#include "kjit/pack.cuh"
+#include "kjit/pdl.cuh"
+#include "kjit/reduce.cuh"
+
+namespace kjit {
+namespace rownorm {
+
+// Sum over a team: a power of two <= 32 lanes of a warp (xor shuffles: every lane gets the same
+// bits), or the whole CTA through `scratch` (kThreads / 32 floats, used by this one reduction:
+// a kernel's reductions each have their own, so none needs a barrier after it).
+template <int kThreads, int kTpr>
+__forceinline__ float team_sum(float v, float* scratch) {
+  if constexpr (kTpr == kThreads && kThreads > 32) {
+    constexpr int kWarps = kThreads / 32;
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float total = 0.f;
+    if constexpr (kWarps <= 8) {  // every thread adds the warps' sums in the same order
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) total += scratch[k];
+    } else {
+      const int lane = threadIdx.x & 31;
+      total = warp_sum(lane < kWarps ? scratch[lane] : 0.f);
+    }
+    return total;
+  } else {
+#pragma unroll
+    for (int o = kTpr / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+}
+
+// kV consecutive parameters (weight or bias, of type P) in loads of at most 16 bytes: an fp32
+// weight next to bf16 x takes two 16-byte loads per 8-element vector.
+template <class P, int kV>
+struct Params {
+  static constexpr int kPer = static_cast<int>(16 / sizeof(P)) < kV ? 16 / sizeof(P) : kV;
+  Pack<P, kPer> raw[kV / kPer];
+  __forceinline__ void load(const P* p) {
+#pragma unroll
+    for (int k = 0; k < kV / kPer; ++k) raw[k] = load_pack<P, kPer>(p + k * kPer);
+  }
+  __forceinline__ void floats(float (&f)[kV]) const {
+#pragma unroll
+    for (int k = 0; k < kV / kPer; ++k) {
+      float g[kPer];
+      unpack_floats(raw[k], g);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) f[k * kPer + j] = g[j];
+    }
+  }
+};
+
+// A cluster barrier arrival: warp 0, which writes this CTA's slot and reads the peers', releases
+// its accesses; the other warps' relaxed arrivals skip a fence each.
+__forceinline__ void arrive_warp0_releases() {
+  if (threadIdx.x < 32) {
+    cluster_arrive();
+  } else {
+    cluster_arrive_relaxed();
+  }
+}
+
+// The row's statistics across a cluster: each CTA puts (count, sum, M2 about its own mean) in
+// `slot`; warp 0 of every CTA reads all of them in rank order and combines them (the same bits
+// in every CTA), and `out` gets (mean, M2 / count), or for RMSNorm (mean of squares, -). Leaves
+// the cluster barrier armed: the caller waits on it before exiting (peers may still read slot).
+template <int kCluster, bool kRms>
+__forceinline__ void cluster_stats(float cnt, float s, float m2, float* slot, float* out) {
+  if (threadIdx.x == 0) {
+    slot[0] = cnt;
+    slot[1] = s;
+    slot[2] = m2;
+  }
+  arrive_warp0_releases();
+  cluster_wait();
+  if (threadIdx.x < 32) {
+    const unsigned lane = threadIdx.x;
+    float n = 0.f, sj = 0.f, m2j = 0.f;
+    if (lane < kCluster) {
+      n = cluster_load(slot, lane);
+      sj = cluster_load(slot + 1, lane);
+      if (!kRms) m2j = cluster_load(slot + 2, lane);
+    }
+    const float total_n = warp_sum(n);
+    const float mean = warp_sum(sj) / total_n;
+    float m2_all = 0.f;
+    if (!kRms) {
+      const float d = n > 0.f ? sj / n - mean : 0.f;
+      m2_all = warp_sum(m2j + n * d * d);
+    }
+    if (lane == 0) {
+      out[0] = mean;
+      out[1] = m2_all / total_n;
+    }
+  }
+  arrive_warp0_releases();  // this CTA's remote reads are done
+  __syncthreads();
+}
+
+}  // namespace rownorm
+
+// x, r, y, sum: [rows, width]; w, b: [width] (null when absent). grid.x = ceil(rows / teams per
+// CTA) * kCluster. y may be x or r, sum may be x or r: each element is read before it is written,
+// by the thread that writes it (streaming passes after the first read `sum`, which this thread
+// wrote, and a CTA barrier separates every pass). trigger != 0: let the stream's next kernel be
+// scheduled at once (the host sets it for grids of at most one wave, where that hides the next
+// launch's latency; its pdl_wait still waits for this kernel to complete).
+template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
+          int kThreads, int kTpr, int kIters, int kCluster, bool kStream>
+__global__ void __launch_bounds__(kThreads)
+    row_norm(const T* x, const T* r, T* y, T* sum, const P* __restrict__ w, const P* __restrict__ b,
+             float eps, int width, long long rows, int trigger) {
+  constexpr int kTeams = kThreads / kTpr;
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
+  static_assert(kTpr == kThreads || (kTpr <= 32 && (kTpr & (kTpr - 1)) == 0),
+                "a team is a power of two inside a warp, or the whole CTA");
+  static_assert((kCluster == 1 && !kStream) || kTpr == kThreads, "clusters stream whole CTAs");
+  static_assert(!(kRms && kHasB), "RMSNorm has no bias");
+
+  if (trigger) pdl_launch_dependents();
+  pdl_wait();  // x, r, w, b and the outputs may belong to the kernel before (programmatic launch)
+  __shared__ float red1[32], red2[32];  // one per team reduction
+  __shared__ float slot[3];
+  __shared__ float stats[2];
+
+  const int team = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
+  const long long row = static_cast<long long>(blockIdx.x / kCluster) * kTeams + team;
+  const bool active = row < rows;
+  const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int nv = width / kVec;
+  // This CTA's run of the row's vectors: [first, last), empty for a row past the end.
+  const int share = kStream ? (nv + kCluster - 1) / kCluster : kIters * kTpr;
+  const int first = min(rank * share, nv);
+  const int last = active ? min(first + share, nv) : first;
+  const long long base = active ? row * width : 0;
+  const T* xr = x + base;
+  const T* rr = kResidual ? r + base : nullptr;
+  T* yr = y + base;
+  T* sr = kResidual ? sum + base : nullptr;
+
+  // Held rows: x (or x + r rounded to T, as written to sum) as loaded, zero past the row's end.
+  // 16-bit values stay packed (half the registers of floats: more rows in flight per SM) and are
+  // widened again in each pass, one instruction per element.
+  Pack<T, kVec> held[kStream ? 1 : kIters] = {};
+  rownorm::Params<P, kVec> pw[kHasW && !kStream ? kIters : 1], pb[kHasB && !kStream ? kIters : 1];
+  if constexpr (!kStream) {
+    Pack<T, kVec> pr[kResidual ? kIters : 1] = {};
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int vi = first + i * kTpr + t;
+      if (vi < last) {
+        held[i] = load_pack<T, kVec>(xr + vi * kVec);
+        if constexpr (kResidual) pr[i] = load_pack<T, kVec>(rr + vi * kVec);
+      }
+    }
+    // The parameters now: their latency hides under the statistics.
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int vi = first + i * kTpr + t;
+      if (vi < last) {
+        if constexpr (kHasW) pw[i].load(w + vi * kVec);
+        if constexpr (kHasB) pb[i].load(b + vi * kVec);
+      }
+    }
+    if constexpr (kResidual) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        float f[kVec], rv[kVec];
+        unpack_floats(held[i], f);
+        unpack_floats(pr[i], rv);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) f[j] += rv[j];
+        held[i] = pack_floats<T, kVec>(f);  // as PyTorch's x + r in T
+        const int vi = first + i * kTpr + t;
+        if (vi < last) store_pack<T, kVec>(sr + vi * kVec, held[i]);
+      }
+    }
+  }
+
+  // Streaming: fn(vi, values) for this thread's vectors of the CTA's run, kIters loads in flight
+  // at a time. The first pass reads x (+ r, whose rounded sum it writes); later ones read the
+  // normalized values back (sum, or x).
+  auto stream_pass = [&](bool first_pass, L2Hint hint, auto&& fn) {
+    const unsigned long long policy = l2_policy(hint);
+    const T* src = first_pass || !kResidual ? xr : sr;
+    for (int v0 = first + t; v0 < last; v0 += kThreads * kIters) {
+      Pack<T, kVec> p[kIters], q[kResidual ? kIters : 1];
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = v0 + i * kThreads;
+        if (vi < last) {
+          p[i] = load_pack_hinted<T, kVec>(src + vi * kVec, policy);
+          if (kResidual && first_pass)
+            q[kResidual ? i : 0] = load_pack_hinted<T, kVec>(rr + vi * kVec, policy);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int vi = v0 + i * kThreads;
+        if (vi >= last) continue;
+        float f[kVec];
+        unpack_floats(p[i], f);
+        if (kResidual && first_pass) {
+          float rv[kVec];
+          unpack_floats(q[kResidual ? i : 0], rv);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) f[j] += rv[j];
+          const Pack<T, kVec> s = pack_floats<T, kVec>(f);
+          store_pack<T, kVec>(sr + vi * kVec, s);
+          unpack_floats(s, f);
+        }
+        fn(vi, f);
+      }
+    }
+  };
+
+  // Pass 1: sum (LayerNorm) or sum of squares (RMSNorm) over what this CTA or team holds.
+  float part = 0.f;
+  auto add1 = [&](const float(&f)[kVec]) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) part = kRms ? fmaf(f[j], f[j], part) : part + f[j];
+  };
+  if constexpr (kStream) {
+    stream_pass(true, kResidual ? L2Hint::kDrop : L2Hint::kKeep,
+                [&](int, const float(&f)[kVec]) { add1(f); });
+  } else {
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      float f[kVec];
+      unpack_floats(held[i], f);
+      add1(f);
+    }
+  }
+  const float s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
+  const float cnt = static_cast<float>(kCluster > 1 ? (last - first) * kVec : width);
+  const float local_mean = cnt > 0.f ? __fdiv_rn(s1, cnt) : 0.f;
+
+  // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean.
+  float m2 = 0.f;
+  if constexpr (!kRms) {
+    float dev = 0.f;
+    auto add2 = [&](const float(&f)[kVec]) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float d = f[j] - local_mean;
+        dev = fmaf(d, d, dev);
+      }
+    };
+    if constexpr (kStream) {
+      stream_pass(false, L2Hint::kKeep, [&](int, const float(&f)[kVec]) { add2(f); });
+    } else {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        if (first + i * kTpr + t >= last) continue;
+        float f[kVec];
+        unpack_floats(held[i], f);
+        add2(f);
+      }
+    }
+    m2 = rownorm::team_sum<kThreads, kTpr>(dev, red2);
+  }
+
+  float mean = local_mean, var = cnt > 0.f ? m2 / cnt : 0.f;
+  if constexpr (kCluster > 1) {
+    rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, slot, stats);
+    mean = stats[0];
+    var = stats[1];
+  }
+  // RMSNorm: `mean` is the mean of squares.
+  const float rstd = rsqrtf((kRms ? mean : var) + eps);
+
+  // z = (s - mean) * (w * rstd) + b, or s * (w * rstd): the mean is subtracted first (folded
+  // into the shift, it would cancel badly for rows far from zero).
+  auto normalize = [&](const float(&f)[kVec], const rownorm::Params<P, kVec>& wv,
+                       const rownorm::Params<P, kVec>& bv, float(&out)[kVec]) {
+    float wf[kVec], bf[kVec];
+    if constexpr (kHasW) wv.floats(wf);
+    if constexpr (kHasB) bv.floats(bf);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const float scale = kHasW ? wf[j] * rstd : rstd;
+      const float d = kRms ? f[j] : f[j] - mean;
+      const float z = kHasB ? fmaf(d, scale, bf[j]) : d * scale;
+      out[j] = Act::template apply<T>(z);
+    }
+  };
+  if constexpr (kStream) {
+    stream_pass(false, L2Hint::kDrop, [&](int vi, const float(&f)[kVec]) {
+      rownorm::Params<P, kVec> wv, bv;
+      if constexpr (kHasW) wv.load(w + vi * kVec);
+      if constexpr (kHasB) bv.load(b + vi * kVec);
+      float out[kVec];
+      normalize(f, wv, bv, out);
+      store_pack<T, kVec, true>(yr + vi * kVec, pack_floats<T, kVec>(out));
+    });
+  } else {
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int vi = first + i * kTpr + t;
+      if (vi < last) {
+        float f[kVec], out[kVec];
+        unpack_floats(held[i], f);
+        normalize(f, pw[kHasW ? i : 0], pb[kHasB ? i : 0], out);
+        store_pack<T, kVec>(yr + vi * kVec, pack_floats<T, kVec>(out));
+      }
+    }
+  }
+  if constexpr (kCluster > 1) cluster_wait();  // no peer reads this CTA's slot any more
+}
+
+}  // namespace kjit

@@ -1,0 +1,120 @@
+// LayerNorm and RMSNorm over the last dimension of a [rows, width] row-major tensor, with an
+// optional residual add before and an optional activation after, as torch.nn.functional:
+//   s = x + residual (when given: rounded to x's dtype and written out as `sum`), else s = x
+//   LayerNorm: y = act(F.layer_norm(s, [width], weight, bias, eps))   (biased variance)
+//   RMSNorm:   y = act(F.rms_norm(s, [width], weight, eps))           (s * rsqrt(mean(s^2) + eps))
+// Statistics in fp32. Built on kjit's public op-support API alone (kjit/op/*.hpp).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kjit/activation.hpp"
+#include "kjit/dtype.hpp"
+#include "kjit/op/target.hpp"
+#include "kjit/runtime.hpp"
+#include "kjit/spec.hpp"
+
+namespace kjit::ops {
+
+enum class NormKind { LayerNorm, RMSNorm };
+const char* norm_kind_name(NormKind k);  // "layer_norm", "rms_norm"
+// The inverse of norm_kind_name; InvalidArgument (field "kind") naming the text otherwise.
+NormKind parse_norm_kind(const std::string& s);
+
+struct LayerNormProblem {
+  NormKind kind = NormKind::LayerNorm;
+  DType dtype = DType::F32;        // x, residual, y and sum
+  DType param_dtype = DType::F32;  // weight and bias: dtype or F32
+  int64_t rows = 0;                // 0: nothing to do
+  int64_t width = 0;               // the normalized (last) dimension, >= 1
+  bool has_weight = true;
+  bool has_bias = true;   // LayerNorm only (RMSNorm has no bias: true there is an InvalidArgument)
+  bool residual = false;  // normalize x + residual and write that sum out
+  Activation activation = Activation::None;
+
+  // A LayerNorm (with weight and bias) or an RMSNorm (with weight) of [rows, width] in dtype.
+  static LayerNormProblem layer_norm(int64_t rows, int64_t width, DType dtype);
+  static LayerNormProblem rms_norm(int64_t rows, int64_t width, DType dtype);
+  std::string describe() const;
+};
+
+// How a call runs: `team` threads hold a row (a sub-warp or a warp for short rows, the whole CTA
+// for medium ones), or a thread-block cluster of `cluster` CTAs (sm_90, statistics merged through
+// distributed shared memory) for long rows or to spread few rows over the SMs. The row is held in
+// registers (`iters` vectors of `vec` elements per thread: x read once), or, with `stream`, read
+// again from memory (L2) for rows no cluster holds.
+struct LayerNormConfig {
+  int threads = 256;  // CTA size: a multiple of 32, <= 1024
+  int team = 32;      // threads per row: a power of two <= 32 dividing threads, or == threads
+  int vec = 4;        // elements per vector access: 16 / dtype size (16 bytes), or 1
+  int iters = 1;      // vectors per thread held (stream: loaded per step), 1..64
+  int cluster = 1;    // CTAs per row (a hardware cluster when > 1: sm_90, team == threads), 1..16
+  bool stream = false;
+  std::string describe() const;
+};
+
+struct LayerNormOptions {
+  float eps = 1e-5f;  // F.layer_norm's default; F.rms_norm(eps=None) uses finfo(dtype).eps
+  // A config to use instead of the heuristic's (benchmarks, pinning a deployment); one that
+  // cannot compute the problem is an InvalidArgument naming the field and the rule. There is no
+  // autotuning for this op yet (KJIT_AUTOTUNE does not apply to it).
+  std::optional<LayerNormConfig> config;
+};
+
+// Runs p (p.kind: LayerNorm or RMSNorm) on `stream`. Device pointers of the runtime's context:
+// x [rows, width]; residual and sum [rows, width] when p.residual (else ignored, may be null);
+// weight [width] when p.has_weight, bias [width] when p.has_bias (else ignored); y [rows, width].
+// Aliasing: y may be x or residual (in place), sum may be x or residual; y and sum are disjoint,
+// weight and bias overlap neither, and no pointer partly overlaps another tensor. Every pointer
+// aligned to its element size; 16-byte aligned ones (with width a multiple of 16 bytes) take the
+// vector path. Throws InvalidArgument naming the value and the rule before anything is enqueued;
+// rows == 0 enqueues nothing.
+void layer_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const void* residual,
+                void* y, void* sum, const void* weight, const void* bias,
+                const LayerNormOptions& opt, CUstream stream);
+// The same call for p.kind == RMSNorm (no bias); InvalidArgument (field "kind") otherwise.
+void rms_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const void* residual, void* y,
+              void* sum, const void* weight, const LayerNormOptions& opt, CUstream stream);
+
+// Compiles and loads what a call with 16-byte aligned pointers launches, so that a later call,
+// also inside a graph capture, compiles nothing (a call that would compile while its stream is
+// being captured throws CaptureCompile). Returns the config chosen.
+LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
+                                   const LayerNormOptions& opt = {});
+
+// What a call compiles, the one source for the op, kjit-precompile and kjit-bench: the configs a
+// call for p on target t may load, in the op's order of preference, for (un)aligned pointers
+// (opt.config, else the heuristic's; then, for a cluster of more than 8 CTAs, which a device may
+// refuse to schedule, the same row on a portable cluster). The op runs the first the device can
+// schedule.
+std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
+                                                    const LayerNormOptions& opt, bool aligned);
+// Their specializations, each once, in that order (none for rows == 0).
+std::vector<Spec> layer_norm_specs_for(const LayerNormProblem& p, const Target& t,
+                                       const LayerNormOptions& opt, bool aligned);
+
+// The heuristic's config (docs/OPS.md has its rule table) and the kernel a config compiles to.
+LayerNormConfig layer_norm_heuristic(const LayerNormProblem& p, const Target& t, bool aligned);
+Spec layer_norm_spec(const LayerNormProblem& p, const LayerNormConfig& c);
+
+// Throws InvalidArgument (naming the field) when p breaks a rule: enums, sizes and limits
+// (width <= layer_norm_max_width(), rows * width <= 2^62), param_dtype, bias with RMSNorm.
+void validate(const LayerNormProblem& p);
+// Every check a call makes before it needs the device: the problem, eps, the pointers (null,
+// aligned to their element size, aliasing as above).
+void validate_call(const LayerNormProblem& p, const void* x, const void* residual, const void* y,
+                   const void* sum, const void* weight, const void* bias, float eps);
+// Throws InvalidArgument when c cannot compute p on a device of compute capability cc with
+// (un)aligned pointers, naming the field and the rule.
+void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc, bool aligned);
+// The widest row: in-row indices are 32-bit, with room for one CTA's stride past the end.
+constexpr int64_t layer_norm_max_width() {
+  return (int64_t{1} << 31) - (int64_t{1} << 20);
+}
+
+}  // namespace kjit::ops

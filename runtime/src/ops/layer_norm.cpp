@@ -1,0 +1,203 @@
+// LayerNorm / RMSNorm op: call checks, the plan table (hot path) and the launch. Written as a
+// host app writes its own op: kjit's public headers only (kjit/op/*.hpp, Runtime::extension,
+// typed Kernel launches), nothing of the runtime's private code.
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "kjit/error.hpp"
+#include "kjit/kernel.hpp"
+#include "kjit/op/checks.hpp"
+#include "kjit/op/launch.hpp"
+#include "kjit/op/plan_table.hpp"
+#include "kjit/ops/layer_norm.hpp"
+
+namespace kjit::ops {
+namespace {
+
+constexpr const char* kPrepareHint =
+    "call prepare_layer_norm before capturing (pointers that are not 16-byte aligned use another "
+    "plan: make one such call outside the capture first)";
+
+// All int64: a key without padding bytes (the table hashes and compares it bytewise).
+struct LnKey {
+  int64_t kind, dtype, param_dtype, activation, has_weight, has_bias, residual, aligned;
+  int64_t rows, width;
+  // A config forced through LayerNormOptions::config (all zero otherwise).
+  int64_t forced, threads, team, vec, iters, cluster, stream;
+};
+
+struct LnPlan {
+  Kernel kernel;
+  LaunchConfig launch;
+  LayerNormConfig config;
+  // Programmatic grids of at most one wave let the stream's next kernel be scheduled as they
+  // start (the kernel's `trigger`): that hides the next launch's latency behind a short kernel.
+  // Larger grids do not: a dependent's early CTAs would take SM slots from this kernel's later
+  // ones.
+  int trigger = 0;
+};
+
+// The op's per-runtime state (Runtime::extension<LnState>()).
+struct LnState {
+  explicit LnState(Runtime&) {}
+  op::PlanTable<LnKey, LnPlan> plans;
+};
+
+LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f) {
+  return LnKey{static_cast<int64_t>(p.kind),
+               static_cast<int64_t>(p.dtype),
+               static_cast<int64_t>(p.param_dtype),
+               static_cast<int64_t>(p.activation),
+               p.has_weight,
+               p.has_bias,
+               p.residual,
+               aligned,
+               p.rows,
+               p.width,
+               f != nullptr,
+               f ? f->threads : 0,
+               f ? f->team : 0,
+               f ? f->vec : 0,
+               f ? f->iters : 0,
+               f ? f->cluster : 0,
+               f ? f->stream : 0};
+}
+
+// The kernel of config c and its launch: one team per row, `cluster` CTAs per team's row.
+std::unique_ptr<LnPlan> build_plan(Runtime& rt, const LayerNormProblem& p, const LayerNormConfig& c,
+                                   bool aligned, CUstream stream) {
+  const char* op = norm_kind_name(p.kind);
+  validate_config(p, c, rt.props().cc(), aligned);
+  const int64_t teams = c.threads / c.team;
+  const int64_t ctas = (p.rows + teams - 1) / teams * c.cluster;
+  if (ctas > INT32_MAX)
+    op::invalid(op, "rows",
+                "rows = " + std::to_string(p.rows) + " need " + std::to_string(ctas) +
+                    " CTAs with config " + c.describe() + ", more than a grid holds (2^31-1)",
+                p.describe());
+  auto plan = std::make_unique<LnPlan>();
+  plan->config = c;
+  plan->launch.grid.x = static_cast<unsigned>(ctas);
+  plan->launch.block.x = static_cast<unsigned>(c.threads);
+  plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
+  plan->launch.programmatic = op::programmatic_launch(rt);
+  plan->trigger = plan->launch.programmatic && ctas <= rt.props().sm_count;
+  try {
+    plan->kernel = rt.kernel(layer_norm_spec(p, c), stream);
+  } catch (const Error& e) {
+    if (e.code() != Errc::CaptureCompile) throw;
+    op::capture_error(op, "compiling config " + c.describe(), p.describe(), kPrepareHint);
+  }
+  return plan;
+}
+
+// The plan for p: found under a shared lock on the hot path; else built once (the first config
+// of layer_norm_configs_for the device can schedule).
+const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned,
+                       const LayerNormOptions& opt, CUstream stream) {
+  auto& table = rt.extension<LnState>().plans;
+  const LayerNormConfig* forced = opt.config ? &*opt.config : nullptr;
+  const LnKey key = make_key(p, aligned, forced);
+  if (const LnPlan* plan = table.find(key)) return *plan;
+  return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
+    const char* op = norm_kind_name(p.kind);
+    for (const LayerNormConfig& c : layer_norm_configs_for(p, Target::of(rt), opt, aligned)) {
+      auto plan = build_plan(rt, p, c, aligned, stream);
+      if (plan->kernel.fits(plan->launch)) return plan;
+      if (forced)
+        op::invalid(op, "config",
+                    "config " + c.describe() + " cannot be scheduled on " + rt.props().name,
+                    p.describe());
+    }
+    op::invalid(op, "config", "no launchable configuration on " + rt.props().name, p.describe());
+  });
+}
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  uintptr_t bits = 0;
+  for (const void* q : ptrs) bits |= reinterpret_cast<uintptr_t>(q);
+  return (bits & 15) == 0;
+}
+
+}  // namespace
+
+void validate_call(const LayerNormProblem& p, const void* x, const void* residual, const void* y,
+                   const void* sum, const void* weight, const void* bias, float eps) {
+  validate(p);
+  const char* op = norm_kind_name(p.kind);
+  auto ctx = [&] { return p.describe(); };  // formatted only when a check fails
+  op::check_eps(op, eps, ctx);
+  const size_t esz = dtype_size(p.dtype), psz = dtype_size(p.param_dtype);
+  op::check_pointer(op, "x", x, esz, ctx);
+  op::check_pointer(op, "y", y, esz, ctx);
+  if (p.residual) {
+    op::check_pointer(op, "residual", residual, esz, ctx);
+    op::check_pointer(op, "sum", sum, esz, ctx);
+  }
+  if (p.has_weight) op::check_pointer(op, "weight", weight, psz, ctx);
+  if (p.has_bias) op::check_pointer(op, "bias", bias, psz, ctx);
+  // In place is fine (y or sum the same tensor as x or residual): the thread that writes an
+  // element has read it first, and no other thread reads it. Anything else must not overlap:
+  // the outputs each other or the parameters, and x and residual each other (sum written over
+  // x would change a residual another thread still reads).
+  const size_t bytes = static_cast<size_t>(p.rows * p.width) * esz;
+  const size_t pbytes = static_cast<size_t>(p.width) * psz;
+  op::check_disjoint(op, "x", x, bytes, "y", y, bytes, true, ctx);
+  if (p.residual) {
+    op::check_disjoint(op, "x", x, bytes, "residual", residual, bytes, true, ctx);
+    op::check_disjoint(op, "residual", residual, bytes, "y", y, bytes, true, ctx);
+    op::check_disjoint(op, "x", x, bytes, "sum", sum, bytes, true, ctx);
+    op::check_disjoint(op, "residual", residual, bytes, "sum", sum, bytes, true, ctx);
+    op::check_disjoint(op, "y", y, bytes, "sum", sum, bytes, false, ctx);
+  }
+  for (const auto& [name, ptr, present] :
+       {std::tuple{"weight", weight, p.has_weight}, std::tuple{"bias", bias, p.has_bias}}) {
+    if (!present) continue;
+    op::check_disjoint(op, "y", y, bytes, name, ptr, pbytes, false, ctx);
+    if (p.residual) op::check_disjoint(op, "sum", sum, bytes, name, ptr, pbytes, false, ctx);
+  }
+}
+
+void layer_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const void* residual,
+                void* y, void* sum, const void* weight, const void* bias,
+                const LayerNormOptions& opt, CUstream stream) {
+  validate_call(p, x, residual, y, sum, weight, bias, opt.eps);
+  // What the problem does not use is passed as null, whatever the caller gave.
+  const void* r = p.residual ? residual : nullptr;
+  void* s = p.residual ? sum : nullptr;
+  const void* w = p.has_weight ? weight : nullptr;
+  const void* b = p.has_bias ? bias : nullptr;
+  const bool aligned = aligned16({x, r, y, s, w, b});
+  if (p.rows == 0) {  // nothing to do; a forced config must still fit the problem
+    if (opt.config) validate_config(p, *opt.config, rt.props().cc(), aligned);
+    return;
+  }
+  const LnPlan& plan = plan_for(rt, p, aligned, opt, stream);
+  const int width = static_cast<int>(p.width);  // validate: < 2^31
+  const long long rows = p.rows;
+  plan.kernel(stream, plan.launch, x, r, y, s, w, b, opt.eps, width, rows, plan.trigger);
+}
+
+void rms_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const void* residual, void* y,
+              void* sum, const void* weight, const LayerNormOptions& opt, CUstream stream) {
+  if (p.kind != NormKind::RMSNorm)
+    op::invalid("rms_norm", "kind", "rms_norm needs kind RMSNorm (layer_norm runs either)",
+                p.describe());
+  layer_norm(rt, p, x, residual, y, sum, weight, nullptr, opt, stream);
+}
+
+LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
+                                   const LayerNormOptions& opt) {
+  validate(p);
+  if (p.rows == 0) {
+    if (opt.config) validate_config(p, *opt.config, rt.props().cc(), true);
+    return opt.config ? *opt.config : layer_norm_heuristic(p, Target::of(rt), true);
+  }
+  return plan_for(rt, p, true, opt, nullptr).config;
+}
+
+}  // namespace kjit::ops

@@ -1,0 +1,278 @@
+// LayerNorm / RMSNorm: problem and config validation, the heuristic, configs -> specs. Pure host
+// code on the public API (kjit-precompile runs it without a GPU).
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <optional>
+
+#include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
+#include "kjit/op/specs.hpp"
+#include "kjit/ops/layer_norm.hpp"
+
+namespace kjit::ops {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+bool pow2(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
+int64_t pow2_floor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// The rule table's constants (docs/OPS.md).
+constexpr int kTargetIters = 4;  // vectors a thread holds when the team can still grow
+constexpr int kMaxHeldThreads =
+    512;                         // CTAs that hold a row: 1024 threads would cap registers at 64
+constexpr int kMaxCluster = 16;  // a non-portable cluster (sm_90); 8 is portable
+constexpr int kStreamThreads = 512;
+constexpr int kStreamIters = 4;
+
+// Values a thread may hold in registers, next to its weight and bias: 32 floats (8 fp32 or 4
+// 16-bit vectors), 16 scalars on the unaligned path.
+int max_iters(int vec) {
+  return vec == 1 ? 16 : 32 / vec;
+}
+int target_iters(int vec) {
+  return vec == 1 ? 8 : kTargetIters;
+}
+
+[[noreturn]] void bad(const LayerNormProblem& p, const std::string& field,
+                      const std::string& rule) {
+  op::invalid(norm_kind_name(p.kind), field, rule, p.describe());
+}
+
+// The elements per vector access: 16 bytes when every pointer is 16-byte aligned and rows are a
+// whole number of vectors (each row then starts aligned), else one element.
+int vec_for(const LayerNormProblem& p, bool aligned) {
+  const int v = static_cast<int>(16 / dtype_size(p.dtype));
+  return aligned && p.width % v == 0 ? v : 1;
+}
+
+// A CTA team for `n` vectors per CTA: the fewest threads (128..512) that hold them with at most
+// `target` each, else 512 threads with up to max_iters; nullopt when that cannot hold them.
+// Clusters that spread few rows over the SMs ask for one vector per thread (target 1): the
+// latency of one row is its critical path, so more threads with less work each; those may take
+// 1024 threads, whose 64-register cap holds 8 values and their parameters.
+std::optional<LayerNormConfig> cta_layout(int64_t n, int vec, int cluster, int target) {
+  LayerNormConfig c;
+  c.vec = vec;
+  c.cluster = cluster;
+  for (int threads = 128; threads <= kMaxHeldThreads; threads *= 2) {
+    c.threads = c.team = threads;
+    c.iters = static_cast<int>(ceil_div(n, threads));
+    if (c.iters <= target) return c;
+  }
+  if (target == 1 && ceil_div(n, 1024) * vec <= 8) {
+    c.threads = c.team = 1024;
+    c.iters = static_cast<int>(ceil_div(n, 1024));
+    return c;
+  }
+  if (c.iters > max_iters(vec)) return std::nullopt;
+  return c;
+}
+
+}  // namespace
+
+const char* norm_kind_name(NormKind k) {
+  return k == NormKind::RMSNorm ? "rms_norm" : "layer_norm";
+}
+
+NormKind parse_norm_kind(const std::string& s) {
+  std::string low;
+  for (char ch : s) low += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (low == "layer_norm" || low == "layernorm") return NormKind::LayerNorm;
+  if (low == "rms_norm" || low == "rmsnorm") return NormKind::RMSNorm;
+  throw Error::invalid("kind", "norm kind '" + s + "' must be layer_norm or rms_norm");
+}
+
+LayerNormProblem LayerNormProblem::layer_norm(int64_t rows, int64_t width, DType dtype) {
+  LayerNormProblem p;
+  p.rows = rows;
+  p.width = width;
+  p.dtype = p.param_dtype = dtype;
+  return p;
+}
+
+LayerNormProblem LayerNormProblem::rms_norm(int64_t rows, int64_t width, DType dtype) {
+  LayerNormProblem p = layer_norm(rows, width, dtype);
+  p.kind = NormKind::RMSNorm;
+  p.has_bias = false;
+  return p;
+}
+
+// The activation's name; a value outside the enum (a cast integer) as its number, so that the
+// error describing such a problem can still be formatted.
+static std::string activation_text(Activation a) {
+  try {
+    return activation_name(a);
+  } catch (const Error&) {
+    return "activation=" + std::to_string(static_cast<int>(a));
+  }
+}
+
+std::string LayerNormProblem::describe() const {
+  const bool params = has_weight || has_bias;
+  return std::string(norm_kind_name(kind)) + " " + dtype_name(dtype) +
+         " rows=" + std::to_string(rows) + " width=" + std::to_string(width) +
+         (has_weight ? " w" : "") + (has_bias ? " b" : "") +
+         (params && param_dtype != dtype ? std::string(" params=") + dtype_name(param_dtype) : "") +
+         (residual ? " +residual" : "") +
+         (activation != Activation::None ? " " + activation_text(activation) : "");
+}
+
+std::string LayerNormConfig::describe() const {
+  return "threads=" + std::to_string(threads) + " team=" + std::to_string(team) +
+         " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
+         " cluster=" + std::to_string(cluster) + (stream ? " stream" : "");
+}
+
+void validate(const LayerNormProblem& p) {
+  if (p.kind != NormKind::LayerNorm && p.kind != NormKind::RMSNorm)
+    bad(p, "kind",
+        "kind = " + std::to_string(static_cast<int>(p.kind)) + " must be LayerNorm or RMSNorm");
+  if (p.dtype != DType::F32 && p.dtype != DType::F16 && p.dtype != DType::BF16)
+    bad(p, "dtype",
+        "dtype = " + std::to_string(static_cast<int>(p.dtype)) + " must be F32, F16 or BF16");
+  if (p.param_dtype != p.dtype && p.param_dtype != DType::F32)
+    bad(p, "param_dtype",
+        "param_dtype = " + std::to_string(static_cast<int>(p.param_dtype)) + " must be dtype (" +
+            dtype_name(p.dtype) + ") or F32");
+  if (activation_text(p.activation).rfind("activation=", 0) == 0)  // outside the enum
+    bad(p, "activation",
+        "activation = " + std::to_string(static_cast<int>(p.activation)) +
+            " is not a kjit::Activation");
+  if (p.kind == NormKind::RMSNorm && p.has_bias)
+    bad(p, "has_bias", "RMSNorm has no bias (F.rms_norm takes a weight only)");
+  if (p.rows < 0) bad(p, "rows", "rows = " + std::to_string(p.rows) + " must be >= 0");
+  if (p.width < 1) bad(p, "width", "width = " + std::to_string(p.width) + " must be >= 1");
+  if (p.width > layer_norm_max_width())
+    bad(p, "width",
+        "width = " + std::to_string(p.width) +
+            " exceeds 2^31 - 2^20 (32-bit indices within a row)");
+  if (p.rows > (int64_t{1} << 62) / p.width)
+    bad(p, "rows",
+        "rows * width = " + std::to_string(p.rows) + " * " + std::to_string(p.width) +
+            " exceeds 2^62 elements");
+}
+
+void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc, bool aligned) {
+  auto no = [&](const std::string& field, const std::string& rule) {
+    bad(p, field, "config " + c.describe() + ": " + rule);
+  };
+  if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
+    no("threads", "threads must be a multiple of 32 in [32, 1024]");
+  if (!(c.team == c.threads || (c.team <= 32 && pow2(c.team))))
+    no("team", "team must be a power of two <= 32 or equal threads");
+  const int full = static_cast<int>(16 / dtype_size(p.dtype));
+  if (c.vec != 1 && c.vec != full)
+    no("vec",
+       "vec must be 1 or " + std::to_string(full) + " (16 bytes of " + dtype_name(p.dtype) + ")");
+  if (c.vec > 1 && !aligned) no("vec", "vec > 1 needs 16-byte aligned pointers");
+  if (p.width % c.vec != 0)
+    no("vec", "width = " + std::to_string(p.width) + " is not a multiple of vec");
+  if (c.iters < 1 || c.iters > 64) no("iters", "iters must be in [1, 64]");
+  if (!c.stream && c.iters * c.vec > 64)
+    no("iters", "iters * vec = " + std::to_string(c.iters * c.vec) +
+                    " values held per thread exceed 64 (registers)");
+  if (c.cluster < 1 || c.cluster > kMaxCluster) no("cluster", "cluster must be in [1, 16]");
+  if (c.cluster > 1 && cc < 90) no("cluster", "clusters need sm_90 or newer");
+  if ((c.cluster > 1 || c.stream) && c.team != c.threads)
+    no("team", "a cluster or a streaming config needs team == threads");
+  const int64_t held = int64_t{c.team} * c.iters * c.cluster * c.vec;
+  if (!c.stream && held < p.width)
+    no("iters", "holds " + std::to_string(held) + " elements per row, fewer than width");
+}
+
+// The rule table (docs/OPS.md). nv = vectors per row.
+//  1. nv <= 32 * max_iters (<= 1024 elements): a team inside a warp, the smallest power of two
+//     holding the row with <= target_iters vectors per thread; 256-thread CTAs.
+//  2. Else a CTA per row, or on sm_90 a cluster: as many CTAs as holding the row in registers
+//     takes (<= 512 threads each), and more for few rows (as many as spread them over the SMs,
+//     at least 256 vectors per CTA), up to 16 (max_cluster); spread rows take one vector per
+//     thread (up to 1024 threads).
+//  3. Rows no cluster holds (or any that needs more than one CTA before sm_90) stream: 512
+//     threads, 4 loads in flight each, clusters spreading few rows on sm_90.
+static LayerNormConfig heuristic(const LayerNormProblem& p, const Target& t, bool aligned,
+                                 int max_cluster) {
+  const int vec = vec_for(p, aligned);
+  const int64_t nv = p.width / vec;
+  LayerNormConfig c;
+  c.vec = vec;
+  if (nv <= 32 * max_iters(vec)) {
+    c.threads = 256;
+    c.team = 1;
+    while (c.team < 32 && ceil_div(nv, c.team) > target_iters(vec)) c.team *= 2;
+    c.iters = static_cast<int>(ceil_div(nv, c.team));
+    return c;
+  }
+  const int64_t per_cta = int64_t{kMaxHeldThreads} * max_iters(vec);
+  const int64_t need = pow2_ceil(ceil_div(nv, per_cta));  // CTAs that hold the row
+  const int64_t spread = pow2_floor(
+      std::max<int64_t>(1, std::min<int64_t>(t.sm_count / std::max<int64_t>(p.rows, 1), nv / 256)));
+  const bool clusters = t.cc >= 90;
+  const int64_t cluster = clusters ? std::max(need, std::min<int64_t>(spread, max_cluster)) : 1;
+  if (need == 1 || (clusters && need <= max_cluster)) {
+    const int target = cluster > need ? 1 : target_iters(vec);  // spreading: see cta_layout
+    if (auto held = cta_layout(ceil_div(nv, cluster), vec, static_cast<int>(cluster), target))
+      return *held;
+  }
+  c.threads = c.team = kStreamThreads;
+  c.iters = kStreamIters;
+  c.stream = true;
+  c.cluster = clusters ? static_cast<int>(std::min<int64_t>(spread, max_cluster)) : 1;
+  return c;
+}
+
+LayerNormConfig layer_norm_heuristic(const LayerNormProblem& p, const Target& t, bool aligned) {
+  return heuristic(p, t, aligned, kMaxCluster);
+}
+
+std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
+                                                    const LayerNormOptions& opt, bool aligned) {
+  std::vector<LayerNormConfig> out{opt.config ? *opt.config : layer_norm_heuristic(p, t, aligned)};
+  // A device may refuse clusters over 8 CTAs (the non-portable sizes): then the portable one.
+  if (!opt.config && out[0].cluster > 8) out.push_back(heuristic(p, t, aligned, 8));
+  return out;
+}
+
+Spec layer_norm_spec(const LayerNormProblem& p, const LayerNormConfig& c) {
+  // Without weight and bias the parameter type is unused: one kernel for either param_dtype.
+  const DType params = p.has_weight || p.has_bias ? p.param_dtype : p.dtype;
+  Spec s("kjit/layer_norm.cuh", "kjit::row_norm");
+  s.type(p.dtype)
+      .type(params)
+      .type(activation_policy(p.activation))
+      .value(p.kind == NormKind::RMSNorm)
+      .value(p.has_weight)
+      .value(p.has_bias)
+      .value(p.residual)
+      .value(c.vec)
+      .value(c.threads)
+      .value(c.team)
+      .value(c.iters)
+      .value(c.cluster)
+      .value(c.stream);
+  return s;
+}
+
+std::vector<Spec> layer_norm_specs_for(const LayerNormProblem& p, const Target& t,
+                                       const LayerNormOptions& opt, bool aligned) {
+  if (p.rows == 0) return {};  // nothing to launch
+  return op::distinct_specs(
+      layer_norm_configs_for(p, t, opt, aligned),
+      [&](const LayerNormConfig& c) { return std::vector<Spec>{layer_norm_spec(p, c)}; });
+}
+
+}  // namespace kjit::ops

@@ -1,0 +1,267 @@
+// LayerNorm / RMSNorm without a GPU: validation names the field, the heuristic's configs are ones
+// the kernels accept, specs_for is deterministic, and random specializations compile with NVRTC.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compile_probe.hpp"
+#include "kjit/kjit.hpp"
+#include "kjit/ops/layer_norm.hpp"
+#include "test_util.hpp"
+
+using kjit::DType;
+using kjit::ops::Activation;
+using kjit::ops::LayerNormConfig;
+using kjit::ops::LayerNormProblem;
+using kjit::ops::NormKind;
+
+namespace {
+
+// The field an InvalidArgument names, or "<no error>" / "<other error>".
+template <class F>
+std::string field_of(F&& f) {
+  try {
+    f();
+  } catch (const kjit::Error& e) {
+    return e.code() == kjit::Errc::InvalidArgument ? e.field() : "<other error>";
+  }
+  return "<no error>";
+}
+
+LayerNormProblem random_problem() {
+  using kjit_test::uniform;
+  const DType types[] = {DType::F32, DType::F16, DType::BF16};
+  const Activation acts[] = {Activation::None, Activation::SiLU, Activation::GeluTanh,
+                             Activation::GeluErf, Activation::ReLU};
+  LayerNormProblem p;
+  p.kind = uniform(0, 1) ? NormKind::RMSNorm : NormKind::LayerNorm;
+  p.dtype = types[uniform(0, 2)];
+  p.param_dtype = uniform(0, 2) == 0 ? DType::F32 : p.dtype;
+  // Widths across the regimes: a thread per row, sub-warps, warps, CTAs, clusters, streaming.
+  const int64_t widths[] = {1,    3,    8,    96,   128,   333,   768,    1024,
+                            1032, 4096, 5000, 8192, 16384, 65536, 131072, 1 << 20};
+  p.width = widths[uniform(0, 15)];
+  p.rows = uniform(0, 3) == 0 ? 1 : uniform(1, 40000);
+  p.has_weight = uniform(0, 3) != 0;
+  p.has_bias = p.kind == NormKind::LayerNorm && uniform(0, 3) != 0;
+  p.residual = uniform(0, 2) == 0;
+  p.activation = acts[uniform(0, 4)];
+  return p;
+}
+
+// A config holds every element of a row exactly once (or streams it) within the kernels' limits.
+void check_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc, bool aligned) {
+  CAPTURE(c.describe());
+  kjit::ops::validate_config(p, c, cc, aligned);
+  if (!c.stream) CHECK(int64_t{c.team} * c.iters * c.cluster * c.vec >= p.width);
+  // Registers: 1024 threads may hold 8 values each, fewer threads 32 (see the heuristic).
+  if (!c.stream && c.team == c.threads) CHECK((c.threads <= 512 || c.iters * c.vec <= 8));
+  if (cc < 90) CHECK(c.cluster == 1);
+  CHECK(c.iters * c.vec <= 32);
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm validation names the field and the rule") {
+  const LayerNormProblem ok = LayerNormProblem::layer_norm(8, 768, DType::BF16);
+  kjit::ops::validate(ok);
+  kjit::ops::validate(LayerNormProblem::rms_norm(0, 1, DType::F32));  // no rows: nothing to do
+  auto with = [&](auto change) {
+    LayerNormProblem p = ok;
+    change(p);
+    return field_of([&] { kjit::ops::validate(p); });
+  };
+  CHECK(with([](LayerNormProblem& p) { p.kind = static_cast<NormKind>(7); }) == "kind");
+  CHECK(with([](LayerNormProblem& p) { p.dtype = static_cast<DType>(9); }) == "dtype");
+  CHECK(with([](LayerNormProblem& p) { p.param_dtype = DType::F16; }) == "param_dtype");
+  CHECK(with([](LayerNormProblem& p) { p.activation = static_cast<Activation>(9); }) ==
+        "activation");
+  CHECK(with([](LayerNormProblem& p) { p.kind = NormKind::RMSNorm; }) == "has_bias");
+  CHECK(with([](LayerNormProblem& p) { p.rows = -1; }) == "rows");
+  CHECK(with([](LayerNormProblem& p) { p.width = 0; }) == "width");
+  CHECK(with([](LayerNormProblem& p) { p.width = kjit::ops::layer_norm_max_width() + 1; }) ==
+        "width");
+  CHECK(with([](LayerNormProblem& p) { p.width = kjit::ops::layer_norm_max_width(); }) ==
+        "<no error>");
+  CHECK(with([](LayerNormProblem& p) { p.rows = int64_t{1} << 53; }) == "rows");  // > 2^62
+  try {
+    LayerNormProblem p = ok;
+    p.width = -3;
+    kjit::ops::validate(p);
+    FAIL("negative width accepted");
+  } catch (const kjit::Error& e) {
+    CHECK(std::string(e.what()).find("width = -3 must be >= 1") != std::string::npos);
+    CHECK(std::string(e.what()).find("layer_norm") != std::string::npos);
+  }
+  CHECK(field_of([] { kjit::ops::parse_norm_kind("batch_norm"); }) == "kind");
+  CHECK(kjit::ops::parse_norm_kind("RMS_NORM") == NormKind::RMSNorm);
+  CHECK(std::string(kjit::ops::norm_kind_name(NormKind::LayerNorm)) == "layer_norm");
+}
+
+TEST_CASE("layer_norm validate_call: null, misaligned and overlapping pointers") {
+  LayerNormProblem p = LayerNormProblem::layer_norm(4, 64, DType::F16);
+  p.residual = true;
+  p.param_dtype = DType::F32;
+  // Fake device addresses: validate_call only does arithmetic on them.
+  const uintptr_t kBytes = 4 * 64 * 2, X = 0x100000, R = 0x200000, Y = 0x300000, S = 0x400000,
+                  W = 0x500000, B = 0x600000;
+  auto at = [](uintptr_t a) { return reinterpret_cast<void*>(a); };
+  auto call = [&](uintptr_t x, uintptr_t r, uintptr_t y, uintptr_t s, uintptr_t w, uintptr_t b,
+                  float eps = 1e-5f) {
+    return field_of(
+        [&] { kjit::ops::validate_call(p, at(x), at(r), at(y), at(s), at(w), at(b), eps); });
+  };
+  CHECK(call(X, R, Y, S, W, B) == "<no error>");
+  CHECK(call(X, R, X, S, W, B) == "<no error>");  // y in place over x
+  CHECK(call(X, R, R, S, W, B) == "<no error>");  // y over residual
+  CHECK(call(X, R, Y, X, W, B) == "<no error>");  // sum over x
+  CHECK(call(X, R, Y, R, W, B) == "<no error>");  // sum over residual
+  CHECK(call(X, X, Y, S, W, B) == "<no error>");  // x + x
+  CHECK(call(X, R, Y, S, W, B, -1.f) == "eps");
+  CHECK(call(X, R, Y, S, W, B, NAN) == "eps");
+  CHECK(call(0, R, Y, S, W, B) == "x");
+  CHECK(call(X + 1, R, Y, S, W, B) == "x");  // not aligned to 2 bytes
+  CHECK(call(X, 0, Y, S, W, B) == "residual");
+  CHECK(call(X, R, 0, S, W, B) == "y");
+  CHECK(call(X, R, Y, 0, W, B) == "sum");
+  CHECK(call(X, R, Y, S, 0, B) == "weight");
+  CHECK(call(X, R, Y, S, W + 2, B) == "weight");  // fp32 params: 4-byte alignment
+  CHECK(call(X, R, Y, S, W, 0) == "bias");
+  CHECK(call(X, R, X + 64, S, W, B) == "y");            // part of x
+  CHECK(call(X, R, Y, Y, W, B) == "sum");               // both outputs in one place
+  CHECK(call(X, R, Y, Y + kBytes - 2, W, B) == "sum");  // the outputs overlap by an element
+  CHECK(call(X, X + 2, Y, S, W, B) == "residual");      // x and residual shifted
+  CHECK(call(X, R, Y, S, Y + 16, B) == "weight");       // a parameter inside an output
+  CHECK(call(X, R, Y, S, W, S) == "bias");
+  CHECK(call(X, R, Y, S, X, B) == "<no error>");  // parameters may overlap inputs
+  // What the problem does not use is not checked.
+  p.residual = false;
+  p.has_bias = false;
+  CHECK(call(X, 0, Y, 0, W, 0) == "<no error>");
+  p.rows = 0;  // an empty tensor: overlaps cannot happen, null pointers still are errors
+  CHECK(call(X, 0, X + 2, 0, W, 0) == "<no error>");
+  CHECK(call(0, 0, Y, 0, W, 0) == "x");
+}
+
+TEST_CASE("layer_norm validate_config names the field") {
+  const LayerNormProblem p = LayerNormProblem::layer_norm(64, 4096, DType::F32);
+  LayerNormConfig good;
+  good.threads = good.team = 256;
+  good.vec = 4;
+  good.iters = 4;
+  kjit::ops::validate_config(p, good, 90, true);
+  auto with = [&](auto change, int cc = 90, bool aligned = true) {
+    LayerNormConfig c = good;
+    change(c);
+    return field_of([&] { kjit::ops::validate_config(p, c, cc, aligned); });
+  };
+  CHECK(with([](LayerNormConfig& c) { c.threads = c.team = 48; }) == "threads");
+  CHECK(with([](LayerNormConfig& c) { c.threads = c.team = 2048; }) == "threads");
+  CHECK(with([](LayerNormConfig& c) { c.team = 3; }) == "team");
+  CHECK(with([](LayerNormConfig& c) { c.team = 64; }) == "team");
+  CHECK(with([](LayerNormConfig& c) { c.vec = 2; }) == "vec");
+  CHECK(with([](LayerNormConfig&) {}, 90, false) == "vec");  // 16-byte vectors, unaligned
+  CHECK(with([](LayerNormConfig& c) { c.iters = 0; }) == "iters");
+  CHECK(with([](LayerNormConfig& c) { c.iters = 3; }) == "iters");  // holds 3072 < 4096
+  CHECK(with([](LayerNormConfig& c) { c.vec = 1, c.iters = 65; }) == "iters");
+  CHECK(with([](LayerNormConfig& c) { c.cluster = 17; }) == "cluster");
+  CHECK(with([](LayerNormConfig& c) { c.cluster = 2; }, 80) == "cluster");
+  CHECK(with([](LayerNormConfig& c) { c.cluster = 2, c.team = 32; }) == "team");
+  CHECK(with([](LayerNormConfig& c) { c.stream = true, c.team = 32; }) == "team");
+  CHECK(with([](LayerNormConfig& c) { c.stream = true, c.iters = 1; }) == "<no error>");
+  // A width that is not a whole number of vectors takes the scalar path.
+  LayerNormProblem odd = p;
+  odd.width = 4098;
+  CHECK(field_of([&] { kjit::ops::validate_config(odd, good, 90, true); }) == "vec");
+}
+
+TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
+  const kjit::Target h200 = kjit::Target::for_cc(90, 132), a100 = kjit::Target::for_cc(80, 108);
+  for (DType t : {DType::F32, DType::BF16}) {
+    CAPTURE(kjit::dtype_name(t));
+    auto cfg = [&](int64_t rows, int64_t width, const kjit::Target& tg = kjit::Target::for_cc(90)) {
+      const LayerNormProblem p = LayerNormProblem::layer_norm(rows, width, t);
+      const LayerNormConfig c = kjit::ops::layer_norm_heuristic(p, tg, true);
+      check_config(p, c, tg.cc, true);
+      return c;
+    };
+    CHECK(cfg(32768, 128).team < 32);  // a few threads per row
+    CHECK(cfg(4096, 768).team == 32);
+    CHECK(cfg(8192, 1024).team == 32);
+    const LayerNormConfig medium = cfg(16384, 4096);
+    CHECK((medium.team == medium.threads && medium.cluster == 1 && !medium.stream));
+    CHECK(cfg(2048, 8192).cluster == 1);
+    const LayerNormConfig one_row = cfg(1, 65536, h200);
+    CHECK((one_row.cluster == 16 && !one_row.stream && one_row.iters == 1));  // over 16 SMs
+    CHECK(cfg(1, 65536, a100).stream);  // no clusters before sm_90
+    const LayerNormConfig huge = cfg(1, 1 << 20, h200);
+    CHECK((huge.stream && huge.cluster == 16));
+    CHECK(cfg(1000, 1 << 20, h200).cluster == 1);  // enough rows to fill the SMs
+    CHECK(cfg(64, 4096, h200).cluster == 2);       // 64 rows over 128 SMs
+    // A width that is not a whole number of 16-byte vectors runs scalar accesses.
+    CHECK(cfg(8, 771).vec == 1);
+  }
+}
+
+TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per config") {
+  int problems = 0, portable = 0;
+  for (int i = 0; i < 400; ++i) {
+    const LayerNormProblem p = random_problem();
+    CAPTURE(p.describe());
+    for (int cc : {80, 90})
+      for (bool aligned : {true, false}) {
+        const kjit::Target t = kjit::Target::for_cc(cc, cc == 90 ? 132 : 108);
+        const auto configs = kjit::ops::layer_norm_configs_for(p, t, {}, aligned);
+        REQUIRE(!configs.empty());
+        for (const LayerNormConfig& c : configs) check_config(p, c, cc, aligned);
+        portable += configs.size() > 1;
+        if (configs.size() > 1) CHECK(configs[1].cluster <= 8);
+        const auto a = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);
+        const auto b = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);
+        REQUIRE(a.size() == b.size());
+        CHECK(a.size() == (p.rows == 0 ? 0 : configs.size()));
+        for (size_t k = 0; k < a.size(); ++k) CHECK(a[k].instantiation() == b[k].instantiation());
+        ++problems;
+      }
+  }
+  CHECK(portable > 0);
+  MESSAGE(problems << " problem/target pairs, " << portable << " with a portable-cluster fallback");
+  // A forced config is the one config (and kernel) a call uses.
+  LayerNormProblem p = LayerNormProblem::rms_norm(10, 4096, DType::F16);
+  kjit::ops::LayerNormOptions opt;
+  opt.config = LayerNormConfig{512, 512, 8, 1, 1, false};
+  const auto configs = kjit::ops::layer_norm_configs_for(p, kjit::Target::for_cc(90), opt, true);
+  REQUIRE(configs.size() == 1);
+  CHECK(configs[0].describe() == opt.config->describe());
+  // Parameters unused: one kernel for either parameter dtype.
+  p.has_weight = false;
+  LayerNormProblem q = p;
+  q.param_dtype = DType::F32;
+  CHECK(kjit::ops::layer_norm_spec(p, configs[0]).instantiation() ==
+        kjit::ops::layer_norm_spec(q, configs[0]).instantiation());
+}
+
+// CPU CI has NVRTC and no GPU: what random problems compile to must compile, for sm_90 and for
+// sm_80 (no clusters there).
+TEST_CASE("layer_norm: >= 100 random specializations compile with NVRTC") {
+  kjit_test::CompileProbe probe;
+  std::set<std::string> seen;
+  int attempts = 0;
+  while (probe.count() < 110 && attempts++ < 2000) {
+    const LayerNormProblem p = random_problem();
+    const bool aligned = kjit_test::uniform(0, 3) != 0;
+    const int cc = probe.count() % 8 == 7 ? 80 : 90;
+    const kjit::Target t = kjit::Target::for_cc(cc);
+    for (const kjit::Spec& s : kjit::ops::layer_norm_specs_for(p, t, {}, aligned)) {
+      if (!seen.insert(t.arch + s.instantiation()).second) continue;
+      CAPTURE(p.describe());
+      CAPTURE(s.instantiation());
+      CHECK(probe.compile(s, t.arch).binary.size() > 0);
+    }
+  }
+  CHECK(probe.count() >= 100);
+  MESSAGE(probe.summary("LayerNorm/RMSNorm kernels"));
+}

@@ -1,0 +1,433 @@
+// LayerNorm / RMSNorm (+ residual, + activation) against the float64 reference: random shapes in
+// every dtype with poisoned outputs and guard bytes, edge widths and row counts, unaligned and
+// aliased pointers, forced streaming and cluster configs, NaN/inf, graphs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <limits>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu_env.hpp"
+#include "kjit/host_math.hpp"
+#include "kjit/ops/layer_norm.hpp"
+#include "kjit/ops/layer_norm_reference.hpp"
+#include "test_util.hpp"
+
+using kjit::DType;
+using kjit::ops::Activation;
+using kjit::ops::LayerNormConfig;
+using kjit::ops::LayerNormProblem;
+using kjit::ops::NormKind;
+using kjit_test::runtime;
+
+namespace {
+
+constexpr Activation kActs[] = {Activation::None, Activation::SiLU, Activation::GeluTanh,
+                                Activation::GeluErf, Activation::ReLU};
+
+struct Case {
+  LayerNormProblem p;
+  int offset = 0;             // elements past a 16-byte boundary for x, residual, y and sum
+  bool param_offset = false;  // weight and bias one element past it
+  bool y_on_x = false;        // y written over x
+  int sum_on = 0;             // 0: its own buffer, 1: over x, 2: over residual
+  float eps = 1e-5f;
+  int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row
+  std::optional<LayerNormConfig> config;
+};
+
+// A tensor in a buffer with 16 guard bytes before it (plus the offset) and 16 after, all 0xFF
+// (NaN in every float format) where nothing was uploaded.
+struct Guarded {
+  kjit::DeviceBuffer buf;
+  size_t off = 0, bytes = 0;
+  Guarded(kjit::Runtime& rt, size_t nbytes, size_t offset_bytes)
+      : buf(rt, nbytes + 32 + offset_bytes), off(16 + offset_bytes), bytes(nbytes) {
+    buf.fill_bytes(0xFF);
+  }
+  void* ptr() const { return reinterpret_cast<void*>(buf.ptr() + off); }
+  void upload(const std::vector<unsigned char>& b) {
+    if (!b.empty()) buf.upload(b.data(), b.size(), off);
+  }
+  // The tensor's bytes; counts guard bytes that are no longer 0xFF into *touched.
+  std::vector<unsigned char> read(size_t* touched) const {
+    std::vector<unsigned char> all(buf.bytes());
+    buf.download(all.data(), all.size());
+    for (size_t i = 0; i < all.size(); ++i)
+      *touched += (i < off || i >= off + bytes) && all[i] != 0xFF;
+    return {all.begin() + static_cast<long>(off), all.begin() + static_cast<long>(off + bytes)};
+  }
+};
+
+// Puts NaN or inf into a few rows of x (values as floats, rounded through the dtype later).
+void inject(const Case& cs, std::vector<float>* x) {
+  const LayerNormProblem& p = cs.p;
+  if (!cs.special || p.rows == 0) return;
+  const size_t w = static_cast<size_t>(p.width);
+  for (int64_t row = 0; row < p.rows; row += 3) {
+    const size_t at = static_cast<size_t>(row) * w + static_cast<size_t>(row * 7) % w;
+    if (cs.special == 1) (*x)[at] = std::numeric_limits<float>::quiet_NaN();
+    if (cs.special >= 2) (*x)[at] = std::numeric_limits<float>::infinity();
+    if (cs.special == 3)
+      (*x)[static_cast<size_t>(row) * w] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+struct Result {
+  kjit::host::ErrorStats err;
+  long long sum_mismatches = 0;
+  size_t touched = 0;  // guard bytes written, and bytes of an input that is no output
+};
+
+Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
+  auto& rt = runtime();
+  const LayerNormProblem& p = cs.p;
+  using kjit::host::random_normal;
+  const size_t n = static_cast<size_t>(p.rows * p.width), w = static_cast<size_t>(p.width);
+  const size_t esz = kjit::dtype_size(p.dtype), psz = kjit::dtype_size(p.param_dtype);
+  // An offset mean tests the two-pass variance.
+  std::vector<float> x = random_normal(p.dtype, n, 1.5f, 2.f, seed);
+  inject(cs, &x);
+  const std::vector<float> r = random_normal(p.dtype, n, -0.5f, 1.f, seed ^ 0x9e3779b9);
+  const std::vector<float> wt = random_normal(p.param_dtype, w, 1.f, 0.5f, seed ^ 0x5bd1e995);
+  const std::vector<float> bs = random_normal(p.param_dtype, w, 0.f, 0.5f, seed ^ 0x27d4eb2f);
+  const size_t off = static_cast<size_t>(cs.offset) * esz, poff = cs.param_offset ? psz : 0;
+  Guarded gx(rt, n * esz, off), gr(rt, n * esz, off), gy(rt, n * esz, off), gs(rt, n * esz, off);
+  Guarded gw(rt, w * psz, poff), gb(rt, w * psz, poff);
+  const std::vector<unsigned char> xb = kjit::host::to_bytes(p.dtype, x),
+                                   rb = kjit::host::to_bytes(p.dtype, r);
+  gx.upload(xb);
+  gr.upload(rb);
+  gw.upload(kjit::host::to_bytes(p.param_dtype, wt));
+  gb.upload(kjit::host::to_bytes(p.param_dtype, bs));
+  Guarded* y = cs.y_on_x ? &gx : &gy;
+  Guarded* s = cs.sum_on == 1 ? &gx : cs.sum_on == 2 ? &gr : &gs;
+  kjit::ops::LayerNormOptions opt;
+  opt.eps = cs.eps;
+  opt.config = cs.config;
+  // Unused pointers are ignored: give them garbage that would fail every check.
+  void* junk = reinterpret_cast<void*>(uintptr_t{3});
+  kjit::ops::layer_norm(rt, p, gx.ptr(), p.residual ? gr.ptr() : junk, y->ptr(),
+                        p.residual ? s->ptr() : junk, p.has_weight ? gw.ptr() : junk,
+                        p.has_bias ? gb.ptr() : junk, opt, stream);
+  kjit::synchronize(rt);
+  Result res;
+  const std::vector<float> got = kjit::host::from_bytes(p.dtype, y->read(&res.touched));
+  const auto ref = kjit::reference::layer_norm(p, x, p.residual ? &r : nullptr,
+                                               p.has_weight ? wt.data() : nullptr,
+                                               p.has_bias ? bs.data() : nullptr, cs.eps);
+  const double tol = p.dtype == DType::F32 ? 1e-4 : 1e-2;
+  res.err = kjit::host::compare(got, ref.y, tol, tol);
+  if (p.residual) {
+    const std::vector<float> sum = kjit::host::from_bytes(p.dtype, s->read(&res.touched));
+    for (size_t i = 0; i < n; ++i)
+      res.sum_mismatches +=
+          !(sum[i] == ref.sum[i] || (std::isnan(sum[i]) && std::isnan(ref.sum[i])));
+  }
+  // Inputs no output was written over are unchanged.
+  if (!cs.y_on_x && cs.sum_on != 1) {
+    const auto now = gx.read(&res.touched);
+    res.touched += now != xb;
+  }
+  if (p.residual && cs.sum_on != 2) {
+    const auto now = gr.read(&res.touched);
+    res.touched += now != rb;
+  }
+  return res;
+}
+
+void check_result(const Case& cs, const Result& r) {
+  CAPTURE(cs.p.describe());
+  CAPTURE(cs.offset);
+  CAPTURE(cs.param_offset);
+  CAPTURE(cs.y_on_x);
+  CAPTURE(cs.sum_on);
+  CAPTURE(cs.special);
+  CAPTURE((cs.config ? cs.config->describe() : std::string("heuristic")));
+  CHECK(r.touched == 0);
+  CHECK(r.sum_mismatches == 0);
+  CHECK(r.err.nonfinite == 0);
+  CHECK(r.err.rel_l2 <= (cs.p.dtype == DType::F32 ? 1e-5 : 1e-2));
+  CHECK_MESSAGE(r.err.allclose, "max abs error " << r.err.max_abs);
+}
+
+bool aligned_case(const Case& c) {
+  const bool params = c.p.has_weight || c.p.has_bias;  // else weight and bias are not passed
+  return c.offset % (16 / static_cast<int>(kjit::dtype_size(c.p.dtype))) == 0 &&
+         !(c.param_offset && params);
+}
+
+// Loads every kernel the cases use with parallel compiles (NVRTC dominates the suite's time), as
+// the op will ask for them: layer_norm_specs_for is what a call compiles.
+void preload(const std::vector<Case>& cases) {
+  auto& rt = runtime();
+  const kjit::Target t = kjit::Target::of(rt);
+  std::vector<kjit::Spec> specs;
+  for (const Case& c : cases) {
+    kjit::ops::LayerNormOptions opt;
+    opt.config = c.config;
+    for (kjit::Spec& s : kjit::ops::layer_norm_specs_for(c.p, t, opt, aligned_case(c)))
+      specs.push_back(std::move(s));
+  }
+  const unsigned workers = std::max(2u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> jobs;
+  for (unsigned k = 0; k < workers; ++k)
+    jobs.push_back(std::async(std::launch::async, [&, k] {
+      for (size_t i = k; i < specs.size(); i += workers) rt.kernel(specs[i]);
+    }));
+  for (auto& j : jobs) j.get();
+}
+
+Case random_case(DType t) {
+  using kjit_test::uniform;
+  Case c;
+  LayerNormProblem& p = c.p;
+  p.kind = uniform(0, 1) ? NormKind::RMSNorm : NormKind::LayerNorm;
+  p.dtype = t;
+  p.param_dtype = uniform(0, 2) == 0 ? DType::F32 : t;
+  const int64_t named[] = {1,   2,   3,   5,    8,    31,   127,  128,
+                           256, 384, 768, 1000, 1024, 1032, 4096, 8192};
+  p.width = uniform(0, 1) ? named[uniform(0, 15)] : uniform(1, 5000);
+  if (uniform(0, 30) == 0) p.width = uniform(0, 1) ? 65536 : uniform(9000, 40000);
+  const int64_t most = std::max<int64_t>(1, (int64_t{1} << 17) / p.width);
+  p.rows = uniform(0, 15) == 0 ? uniform(0, 1) : uniform(1, std::min<int64_t>(most, 600));
+  p.has_weight = uniform(0, 4) != 0;
+  p.has_bias = p.kind == NormKind::LayerNorm && uniform(0, 4) != 0;
+  p.residual = uniform(0, 2) == 0;
+  p.activation = kActs[uniform(0, 4)];
+  c.offset = uniform(0, 6) == 0 ? 1 : 0;
+  c.param_offset = uniform(0, 12) == 0;
+  c.y_on_x = uniform(0, 6) == 0;
+  if (p.residual)
+    c.sum_on = static_cast<int>(uniform(0, 5) == 0 ? (c.y_on_x ? 2 : uniform(1, 2)) : 0);
+  c.eps = uniform(0, 1) ? 1e-5f : 1e-3f;
+  c.special = uniform(0, 20) == 0 ? static_cast<int>(uniform(1, 3)) : 0;
+  // Now and then a forced streaming or cluster config: those paths at moderate sizes.
+  if (uniform(0, 8) == 0 && p.width >= 64) {
+    LayerNormConfig f;
+    f.threads = f.team = static_cast<int>(32 << uniform(0, 3));
+    f.vec = aligned_case(c) && p.width % (16 / static_cast<int>(kjit::dtype_size(t))) == 0
+                ? 16 / static_cast<int>(kjit::dtype_size(t))
+                : 1;
+    f.cluster = runtime().props().cc() >= 90 ? static_cast<int>(1 << uniform(0, 2)) : 1;
+    f.stream = uniform(0, 1) == 0;
+    const int64_t per_thread =
+        (p.width / f.vec + f.threads * f.cluster - 1) / (f.threads * f.cluster);
+    f.iters = f.stream ? static_cast<int>(uniform(1, 4)) : static_cast<int>(per_thread);
+    if (f.stream || f.iters * f.vec <= 32) c.config = f;
+  }
+  return c;
+}
+
+void run_random(DType t, int count) {
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) cases.push_back(random_case(t));
+  preload(cases);
+  kjit::Stream stream(runtime());
+  int failures = 0, forced = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Result r = run_case(cases[i], stream, kjit_test::seed() + i);
+    check_result(cases[i], r);
+    failures += r.err.nonfinite || !r.err.allclose || r.sum_mismatches || r.touched;
+    forced += cases[i].config.has_value();
+  }
+  MESSAGE(count << " random " << kjit::dtype_name(t) << " shapes (" << forced
+                << " with forced stream/cluster configs), " << failures << " failed");
+}
+
+Case plain(NormKind k, int64_t rows, int64_t width, DType t) {
+  Case c;
+  c.p = k == NormKind::LayerNorm ? LayerNormProblem::layer_norm(rows, width, t)
+                                 : LayerNormProblem::rms_norm(rows, width, t);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm: random shapes, fp32") {
+  run_random(DType::F32, 300);
+}
+TEST_CASE("layer_norm: random shapes, fp16") {
+  run_random(DType::F16, 300);
+}
+TEST_CASE("layer_norm: random shapes, bf16") {
+  run_random(DType::BF16, 300);
+}
+
+TEST_CASE("layer_norm: edge widths and row counts, every activation, both kinds") {
+  kjit::Stream stream(runtime());
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (NormKind k : {NormKind::LayerNorm, NormKind::RMSNorm}) {
+      for (int64_t width : {1, 2, 3, 7, 33, 1023, 1025, 4097})
+        for (int64_t rows : {1, 2, 7, 33, 257}) cases.push_back(plain(k, rows, width, t));
+      for (Activation a : kActs) {
+        Case c = plain(k, 19, 96, t);
+        c.p.activation = a;
+        c.p.residual = true;
+        cases.push_back(c);
+      }
+      // Long rows: a 16-CTA cluster holding the row (sm_90), and 2^20 streamed over one.
+      cases.push_back(plain(k, 1, 65536, t));
+      cases.push_back(plain(k, 3, 65536 + 8, t));
+      Case huge = plain(k, 2, 1 << 20, t);
+      huge.p.residual = true;
+      huge.p.activation = Activation::SiLU;
+      cases.push_back(huge);
+      Case odd = plain(k, 1, (1 << 20) + 1, t);  // scalar accesses
+      cases.push_back(odd);
+    }
+  preload(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 7000 + i));
+}
+
+TEST_CASE("layer_norm: unaligned pointers, in place and aliased sums, NaN and inf") {
+  kjit::Stream stream(runtime());
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (NormKind k : {NormKind::LayerNorm, NormKind::RMSNorm})
+      for (int64_t width : {64, 768, 4096, 65536}) {
+        Case c = plain(k, width > 4096 ? 2 : 37, width, t);
+        c.p.residual = true;
+        c.offset = 1;
+        cases.push_back(c);
+        c.offset = 0;
+        c.param_offset = true;
+        cases.push_back(c);
+        c.param_offset = false;
+        c.y_on_x = true;
+        c.sum_on = 2;
+        cases.push_back(c);
+        c.y_on_x = false;
+        c.sum_on = 1;
+        cases.push_back(c);
+        for (int special : {1, 2, 3}) {
+          Case s = plain(k, 9, width, t);
+          s.special = special;
+          s.p.residual = special == 3;
+          s.p.activation = special == 2 ? Activation::ReLU : Activation::GeluErf;
+          cases.push_back(s);
+        }
+      }
+  preload(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9000 + i));
+}
+
+TEST_CASE("layer_norm: no rows enqueue nothing; forced configs are checked") {
+  kjit::Stream stream(runtime());
+  Case empty = plain(NormKind::LayerNorm, 0, 512, DType::F32);
+  const Result r = run_case(empty, stream, 1);
+  CHECK(r.touched == 0);
+  empty.config = LayerNormConfig{128, 128, 4, 1, 1, false};  // holds 512 elements: fine
+  CHECK(run_case(empty, stream, 1).touched == 0);
+  empty.config->iters = 0;
+  CHECK_KJIT_ERROR(run_case(empty, stream, 1), kjit::Errc::InvalidArgument);
+  Case wrong = plain(NormKind::LayerNorm, 4, 512, DType::F32);
+  wrong.config = LayerNormConfig{128, 128, 4, 1, 1, false};
+  check_result(wrong, run_case(wrong, stream, 2));
+  wrong.config->vec = 1;  // 128 threads x 1 element: half the row
+  CHECK_KJIT_ERROR(run_case(wrong, stream, 2), kjit::Errc::InvalidArgument);
+  // rms_norm is the call for RMSNorm problems only.
+  auto& rt = runtime();
+  kjit::DeviceBuffer buf(rt, 4096);
+  void* p = reinterpret_cast<void*>(buf.ptr());
+  CHECK_KJIT_ERROR(kjit::ops::rms_norm(rt, LayerNormProblem::layer_norm(1, 8, DType::F32), p,
+                                       nullptr, p, nullptr, p, {}, stream),
+                   kjit::Errc::InvalidArgument);
+}
+
+TEST_CASE("layer_norm: graphs replay prepared plans; an unprepared one is a CaptureCompile") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  LayerNormProblem p = LayerNormProblem::rms_norm(64, 4096, DType::BF16);
+  p.residual = true;
+  p.activation = Activation::SiLU;
+  const size_t n = 64 * 4096;
+  kjit::ops::prepare_layer_norm(rt, p);
+  const auto x = kjit::host::random_normal(DType::BF16, n, 0.f, 1.f, kjit_test::seed());
+  const auto res = kjit::host::random_normal(DType::BF16, n, 0.f, 1.f, kjit_test::seed() + 1);
+  const auto w = kjit::host::random_normal(DType::BF16, 4096, 1.f, 0.2f, 3);
+  auto dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::BF16, x));
+  auto dr = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::BF16, res));
+  auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::BF16, w));
+  kjit::DeviceBuffer dy(rt, n * 2), ds(rt, n * 2);
+  auto ptr = [](const kjit::DeviceBuffer& b) { return reinterpret_cast<void*>(b.ptr()); };
+  kjit::Graph graph(rt, stream, [&] {
+    kjit::ops::rms_norm(rt, p, ptr(dx), ptr(dr), ptr(dy), ptr(ds), ptr(dw), {}, stream);
+  });
+  dy.fill_bytes(0xFF);
+  graph.launch(stream);
+  stream.synchronize();
+  const auto ref = kjit::reference::layer_norm(p, x, &res, w.data(), nullptr, 1e-5);
+  const auto got = kjit::host::from_bytes(DType::BF16, dy.to_host<unsigned char>(n * 2));
+  const auto e = kjit::host::compare(got, ref.y, 1e-2, 1e-2);
+  CHECK(e.nonfinite == 0);
+  CHECK(e.allclose);
+  // A config no call has loaded: capturing it would compile.
+  kjit::ops::LayerNormOptions fresh;
+  fresh.config = LayerNormConfig{96, 96, 1, 43, 1, false};
+  bool thrown = false;
+  try {
+    kjit::Graph g(rt, stream, [&] {
+      kjit::ops::rms_norm(rt, p, ptr(dx), ptr(dr), ptr(dy), ptr(ds), ptr(dw), fresh, stream);
+    });
+  } catch (const kjit::Error& err) {
+    thrown = true;
+    CHECK(err.code() == kjit::Errc::CaptureCompile);
+    CHECK(std::string(err.what()).find("prepare_layer_norm") != std::string::npos);
+  }
+  CHECK(thrown);
+  // The stream is usable again, and prepare makes the same call capturable.
+  kjit::ops::prepare_layer_norm(rt, p, fresh);
+  kjit::Graph ok(rt, stream, [&] {
+    kjit::ops::rms_norm(rt, p, ptr(dx), ptr(dr), ptr(dy), ptr(ds), ptr(dw), fresh, stream);
+  });
+  ok.launch(stream);
+  stream.synchronize();
+}
+
+// On sm_90 calls launch with programmatic dependent launch, and grids of at most one wave let the
+// next kernel be scheduled as they start: each call must still wait for the one before. Six
+// dependent calls ping-pong between two buffers; a call that read too early would see older data.
+TEST_CASE("layer_norm: back-to-back dependent calls on one stream see each other's outputs") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  for (const auto& [rows, width] :
+       {std::pair<int64_t, int64_t>{1, 65536}, {3, 4096}, {4096, 768}}) {
+    const LayerNormProblem p = LayerNormProblem::layer_norm(rows, width, DType::F32);
+    CAPTURE(p.describe());
+    const size_t n = static_cast<size_t>(rows * width), w = static_cast<size_t>(width);
+    std::vector<float> x = kjit::host::random_normal(DType::F32, n, 1.f, 2.f, kjit_test::seed());
+    const auto wt = kjit::host::random_normal(DType::F32, w, 1.f, 0.5f, 7);
+    const auto bs = kjit::host::random_normal(DType::F32, w, 0.f, 0.5f, 8);
+    kjit::DeviceBuffer bufs[2] = {kjit::DeviceBuffer::from_host(rt, x),
+                                  kjit::DeviceBuffer(rt, n * 4)};
+    bufs[1].fill_bytes(0xFF);
+    const auto dw = kjit::DeviceBuffer::from_host(rt, wt),
+               db = kjit::DeviceBuffer::from_host(rt, bs);
+    auto ptr = [](const kjit::DeviceBuffer& b) { return reinterpret_cast<void*>(b.ptr()); };
+    constexpr int kCalls = 6;
+    for (int i = 0; i < kCalls; ++i)
+      kjit::ops::layer_norm(rt, p, ptr(bufs[i % 2]), nullptr, ptr(bufs[(i + 1) % 2]), nullptr,
+                            ptr(dw), ptr(db), {}, stream);
+    stream.synchronize();
+    // The reference chain, rounded to fp32 between calls as the device stores it.
+    std::vector<double> ref;
+    for (int i = 0; i < kCalls; ++i) {
+      ref = kjit::reference::layer_norm(p, x, nullptr, wt.data(), bs.data(), 1e-5).y;
+      for (size_t k = 0; k < n; ++k) x[k] = static_cast<float>(ref[k]);
+    }
+    const auto got = bufs[kCalls % 2].to_host<float>(n);
+    const auto e = kjit::host::compare(got, ref, 1e-4, 1e-4);
+    CHECK(e.nonfinite == 0);
+    CHECK(e.rel_l2 <= 1e-5);
+    CHECK_MESSAGE(e.allclose, "max abs error " << e.max_abs);
+  }
+}
