@@ -6,6 +6,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/version.hpp"
@@ -215,6 +216,28 @@ int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate(p);
     kjit::ops::reserve_linear_gn_min_workspace(runtime(), p, static_cast<CUstream>(stream));
+  });
+}
+
+int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
+                    int64_t width, int activation, const void* x, const void* residual, void* y,
+                    void* sum, const void* weight, const void* bias, float eps, void* stream) {
+  return guarded([&] {
+    kjit::ops::LayerNormProblem p;
+    p.kind = kjit::ops::parse_norm_kind(not_null(kind, "kind"));
+    p.dtype = kjit::parse_dtype(not_null(dtype, "dtype"));
+    p.param_dtype = param_dtype ? kjit::parse_dtype(param_dtype) : p.dtype;
+    p.rows = rows;
+    p.width = width;
+    p.activation = activation_of(activation);
+    p.residual = residual != nullptr;
+    p.has_weight = weight != nullptr;
+    p.has_bias = bias != nullptr;
+    kjit::ops::LayerNormOptions o;
+    o.eps = eps;
+    kjit::ops::validate_call(p, x, residual, y, sum, weight, bias, eps);
+    kjit::ops::layer_norm(runtime(), p, x, residual, y, sum, weight, bias, o,
+                          static_cast<CUstream>(stream));
   });
 }
 

@@ -80,6 +80,15 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
 int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64_t k, int64_t n,
                                          int64_t groups, void* stream);
 
+/* LayerNorm or RMSNorm over the last dimension of x [rows, width], row-major (docs/OPS.md).
+ * kind: "layer_norm" | "rms_norm"; dtype: "f32" | "f16" | "bf16" (x, residual, y, sum);
+ * param_dtype: NULL (the dtype) or "f32"; activation: one of KJIT_ACTIVATION_*. residual NULL:
+ * y = act(norm(x)); else sum = x + residual (in dtype) is written to sum and y = act(norm(sum)).
+ * weight, bias: [width] or NULL (none; rms_norm takes no bias). */
+int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
+                    int64_t width, int activation, const void* x, const void* residual, void* y,
+                    void* sum, const void* weight, const void* bias, float eps, void* stream);
+
 #ifdef __cplusplus
 }
 #endif
