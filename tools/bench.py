@@ -97,6 +97,11 @@ class Kjit:
             ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
             ctypes.c_int64]
 
+        self.lib.kjit_layer_norm.argtypes = [
+            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p]
+
         self.lib.kjit_linear_gn_min.argtypes = [
             ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -115,6 +120,14 @@ class Kjit:
         if rc != 0:
             raise RuntimeError("kjit: " + self.lib.kjit_last_error().decode())
 
+    def layer_norm(self, kind, dtype, x, w, b, y, eps=1e-5):
+        rows, width = x.shape
+        stream = torch.cuda.current_stream().cuda_stream
+        self.check(self.lib.kjit_layer_norm(
+            kind.encode(), dtype.encode(), None, rows, width, 0, x.data_ptr(), None,
+            y.data_ptr(), None, w.data_ptr(), b.data_ptr() if b is not None else None, eps,
+            stream))
+
     def group_norm(self, dtype, x, groups, w, b, y, eps=1e-5):
         n, c = x.shape[0], x.shape[1]
         s = x.numel() // max(1, n * c)
@@ -122,6 +135,25 @@ class Kjit:
         self.check(self.lib.kjit_group_norm(
             dtype.encode(), b"nchw", n, c, s, groups, 1, x.data_ptr(), y.data_ptr(),
             w.data_ptr(), b.data_ptr(), eps, stream, 0))
+
+
+def time_peers(row, x0, kjit_call, eager, compiled, replays):
+    """Device time of kjit through its C ABI (kjit_call(x, y)), eager, torch.compile and the
+    elementwise floor F.silu(x) over rotating copies of x0 (together larger than the L2), and the
+    peers' host time per call, into row. Returns (xs, ys, nsets, k) for further timings."""
+    nbytes = x0.numel() * x0.element_size()
+    nsets = max(2, -(-ROTATE_BYTES // (2 * nbytes)))
+    k = max(nsets, 20)
+    xs = [x0.clone() for _ in range(nsets)]
+    ys = [torch.empty_like(x0) for _ in range(nsets)]
+    row["kjit_torch_graph_us"] = graph_time_us(
+        lambda i: kjit_call(xs[i % nsets], ys[i % nsets]), nsets, k, replays)
+    row["eager_us"] = graph_time_us(lambda i: eager(xs[i % nsets]), nsets, k, replays)
+    row["compile_us"] = graph_time_us(lambda i: compiled(xs[i % nsets]), nsets, k, replays)
+    row["eager_host_us"] = host_us(lambda: eager(x0))
+    row["compile_host_us"] = host_us(lambda: compiled(x0))
+    row["silu_only_us"] = graph_time_us(lambda i: F.silu(xs[i % nsets]), nsets, k, replays)
+    return xs, ys, nsets, k
 
 
 def bench_group_norm(kj, case, replays):
@@ -154,20 +186,81 @@ def bench_group_norm(kj, case, replays):
     if not row["kjit_correct"]:
         return row
 
-    nbytes = x0.numel() * x0.element_size()
-    nsets = max(2, -(-ROTATE_BYTES // (2 * nbytes)))
-    k = max(nsets, 20)
-    xs = [x0.clone() for _ in range(nsets)]
-    ys = [torch.empty_like(x0) for _ in range(nsets)]
-    row["kjit_torch_graph_us"] = graph_time_us(
-        lambda i: kj.group_norm(dt, xs[i % nsets], groups, w, b, ys[i % nsets]), nsets, k, replays)
-    row["eager_us"] = graph_time_us(lambda i: eager(xs[i % nsets]), nsets, k, replays)
-    row["compile_us"] = graph_time_us(lambda i: compiled(xs[i % nsets]), nsets, k, replays)
-    row["eager_host_us"] = host_us(lambda: eager(x0))
-    row["compile_host_us"] = host_us(lambda: compiled(x0))
-    row["silu_only_us"] = graph_time_us(lambda i: F.silu(xs[i % nsets]), nsets, k, replays)
+    xs, ys, nsets, k = time_peers(
+        row, x0, lambda x, y: kj.group_norm(dt, x, groups, w, b, y), eager, compiled, replays)
     row["torch_copy_us"] = graph_time_us(lambda i: ys[i % nsets].copy_(xs[i % nsets]), nsets, k, replays)
     return row
+
+
+ROW_NORMS = ("layer_norm", "rms_norm")
+
+
+def bench_row_norm(kj, case, replays):
+    """F.layer_norm(x, [width], w, b) or F.rms_norm(x, [width], w) on x [rows, width]."""
+    op, (rows, width), dt = case["op"], case["shape"], case["dtype"]
+    tdt = DTYPES[dt]
+    torch.manual_seed(0)
+    x0 = torch.randn(rows, width, device="cuda").mul_(2).add_(1).to(tdt)
+    w = torch.randn(width, device="cuda").mul_(0.5).add_(1).to(tdt)
+    b = torch.randn(width, device="cuda").mul_(0.5).to(tdt) if op == "layer_norm" else None
+    eps = 1e-5
+    row = {"op": op, "dtype": dt, "shape": f"{rows}x{width}"}
+
+    if op == "layer_norm":
+        def eager(x):
+            return F.layer_norm(x, (width,), w, b, eps)
+        ref = F.layer_norm(x0.double(), (width,), w.double(), b.double(), eps)
+    else:
+        def eager(x):
+            return F.rms_norm(x, (width,), w, eps)
+        ref = F.rms_norm(x0.double(), (width,), w.double(), eps)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(eager, dynamic=False)
+    # Correct first: kjit against the float64 reference, before anything is timed.
+    y = torch.full_like(x0, float("nan"))
+    kj.layer_norm(op, dt, x0, w, b, y, eps)
+    torch.cuda.synchronize()
+    tol = 1e-4 if dt == "f32" else 1e-2
+    row["kjit_rel_l2"] = rel_l2(y, ref)
+    row["kjit_allclose"] = bool(torch.allclose(y.double(), ref, atol=tol, rtol=tol))
+    row["kjit_correct"] = row["kjit_allclose"] and row["kjit_rel_l2"] <= (1e-5 if dt == "f32" else 1e-2)
+    row["eager_rel_l2"] = rel_l2(eager(x0), ref)
+    row["compile_rel_l2"] = rel_l2(compiled(x0), ref)
+    del ref
+    if not row["kjit_correct"]:
+        return row
+
+    time_peers(row, x0, lambda x, y_: kj.layer_norm(op, dt, x, w, b, y_, eps), eager, compiled,
+               replays)
+    row["kjit_c_host_us"] = host_us(lambda: kj.layer_norm(op, dt, x0, w, b, y, eps))
+    return row
+
+
+def rn_table(kb, peers):
+    """The row norms against the elementwise floor F.silu(x) and PyTorch, with the targets."""
+    by_key = {(r["op"], r["shape"], r["dtype"]): r for r in kb.get("results", [])}
+    lines = ["| op | rows x width | dtype | kjit us | F.silu floor us | kjit / floor | eager us | "
+             "compile us | kjit host us | eager host us | config | check | targets |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    met = 0
+    for p in peers:
+        k = by_key.get((p["op"], p["shape"], p["dtype"]), {})
+        nan = float("nan")
+        kus, floor = k.get("device_us", nan), p.get("silu_only_us", nan)
+        eager, comp, host = p.get("eager_us", nan), p.get("compile_us", nan), k.get("host_us", nan)
+        ok = p.get("kjit_correct") and k.get("correct", False)
+        # Targets: <= 1.15x the floor, faster than both peers, <= 5 us of host time per call.
+        hit = ok and kus <= 1.15 * floor and kus < eager and kus < comp and host <= 5.0
+        met += bool(hit)
+        lines.append(
+            f"| {p['op']} | {p['shape']} | {p['dtype']} | {kus:.2f} | {floor:.2f} | "
+            f"{kus / floor:.2f} | {eager:.2f} | {comp:.2f} | {host:.2f} | "
+            f"{p.get('eager_host_us', nan):.1f} | {k.get('config', '')} | "
+            f"{'ok (%.1e)' % p['kjit_rel_l2'] if ok else 'WRONG'} | {'met' if hit else 'MISSED'} |")
+    lines.append(f"\nTargets met on {met} of {len(peers)} shapes (kjit <= 1.15x F.silu(x), faster "
+                 "than eager and torch.compile, host <= 5 us per call).")
+    return "\n".join(lines)
 
 
 class Model(torch.nn.Module):
@@ -347,18 +440,27 @@ def main():
     ap.add_argument("--replays", type=int, default=30)
     ap.add_argument("--only", default="", help="substring filter on 'shape dtype'")
     ap.add_argument("--kjit-args", default="", help="extra arguments for kjit-bench")
+    ap.add_argument("--ops", default="",
+                    help="only these ops, comma-separated (group_norm, linear_gn_min, layer_norm, "
+                         "rms_norm); e.g. --ops layer_norm,rms_norm runs the row-norm shapes alone")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    kb = run_kjit_bench(args.build, args.replays, args.kjit_args.split())
+    extra = args.kjit_args.split()
+    if args.ops:
+        extra += ["--op", args.ops, "--skip-jit"]
+    kb = run_kjit_bench(args.build, args.replays, extra)
     kj = Kjit(os.path.join(args.build, "runtime", "libkjit_c.so"))
     peers = []
     for r in kb.get("results", []):
         if args.only and args.only not in f"{r['op']} {r['shape']} {r['dtype']}":
             continue
-        shape, g = r["shape"].split("/G")
-        case = {"shape": [int(v) for v in shape.split("x")], "groups": int(g), "dtype": r["dtype"]}
+        shape, _, g = r["shape"].partition("/G")
+        case = {"op": r["op"], "shape": [int(v) for v in shape.split("x")],
+                "groups": int(g) if g else 0, "dtype": r["dtype"]}
         t0 = time.time()
-        if r["op"] == "linear_gn_min":
+        if r["op"] in ROW_NORMS:
+            row = bench_row_norm(kj, case, args.replays)
+        elif r["op"] == "linear_gn_min":
             row = bench_linear_gn_min(kj, case, max(10, args.replays // 3))
         else:
             row = bench_group_norm(kj, case, args.replays)
@@ -369,7 +471,10 @@ def main():
         sys.exit("bench.py: no case was measured (check --only and --kjit-args)")
     gn = [p for p in peers if p["op"] == "group_norm"]
     lgm = [p for p in peers if p["op"] == "linear_gn_min"]
-    md = table(kb, gn) + "\n\n" + lgm_table(kb, lgm)
+    rn = [p for p in peers if p["op"] in ROW_NORMS]
+    parts = ([table(kb, gn)] if gn else []) + ([lgm_table(kb, lgm)] if lgm else []) + \
+        ([rn_table(kb, rn)] if rn else [])
+    md = "\n\n".join(parts)
     env = (f"GPU {kb['device']['name']}, driver {kb['device']['driver']}, NVRTC {kb['device']['nvrtc']}, "
            f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}), "
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -377,7 +482,8 @@ def main():
         f.write(env + "\n\n" + md + "\n")
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump({"kjit": kb, "peers": peers, "env": env}, f, indent=1)
-    plot(kb, gn, os.path.join(args.out, "bench.png"))
+    if gn:
+        plot(kb, gn, os.path.join(args.out, "bench.png"))
     print(env)
     print(md)
     ok = all(p.get("kjit_correct") for p in peers) and kb["exit_code"] == 0

@@ -40,6 +40,18 @@ std::vector<Case> default_cases() {
   tf32.groups = 512;
   tf32.dtype = "tf32";
   out.push_back(tf32);
+  // LayerNorm and RMSNorm on transformer shapes (rows x width), fp32 and bf16.
+  const std::vector<std::vector<int64_t>> rn = {{4096, 768},  {8192, 1024}, {16384, 4096},
+                                                {2048, 8192}, {32768, 128}, {1, 65536}};
+  for (const char* op : {"layer_norm", "rms_norm"})
+    for (const char* dt : {"f32", "bf16"})
+      for (const auto& s : rn) {
+        Case c;
+        c.op = op;
+        c.shape = s;
+        c.dtype = dt;
+        out.push_back(c);
+      }
   return out;
 }
 
@@ -64,6 +76,10 @@ kjit::ops::LinearGnMinProblem linear_gn_min_problem(const Case& c) {
   return p;
 }
 
+bool row_norm_op(const std::string& op) {
+  return op == "layer_norm" || op == "rms_norm";
+}
+
 namespace {
 
 // The problem a case describes must be one kjit accepts: checked when the file is read, before
@@ -73,9 +89,12 @@ void check_case(const Case& c) {
     kjit::ops::validate(group_norm_problem(c));
   } else if (c.op == "linear_gn_min") {
     kjit::ops::validate(linear_gn_min_problem(c));
+  } else if (row_norm_op(c.op)) {
+    kjit::ops::validate(layer_norm_problem(c));
   } else {
-    throw kjit::Error(kjit::Errc::InvalidArgument,
-                      "op '" + c.op + "' must be group_norm or linear_gn_min");
+    throw kjit::Error(
+        kjit::Errc::InvalidArgument,
+        "op '" + c.op + "' must be group_norm or linear_gn_min or layer_norm or rms_norm");
   }
 }
 
@@ -113,14 +132,15 @@ std::vector<Case> load_cases(const std::string& path) {
       c.op = e.at("op").get<std::string>();
       for (const auto& [key, value] : e.items()) {
         (void)value;
-        const bool known = key == "op" || key == "shape" || key == "groups" || key == "dtype" ||
+        const bool known = key == "op" || key == "shape" || key == "dtype" ||
+                           (key == "groups" && !row_norm_op(c.op)) ||
                            (key == "layout" && c.op == "group_norm");
         if (!known) invalid("unknown key '" + key + "' for op '" + c.op + "'");
       }
       const nlohmann::json& shape = e.at("shape");
       if (!shape.is_array()) invalid("shape must be an array of integers");
       for (const nlohmann::json& d : shape) c.shape.push_back(integer(d, "a shape dimension"));
-      c.groups = integer(e.at("groups"), "groups");
+      if (!row_norm_op(c.op)) c.groups = integer(e.at("groups"), "groups");
       c.dtype = e.value("dtype", c.op == "linear_gn_min" ? "fp32" : "f32");
       c.layout = e.value("layout", "nchw");
       check_case(c);
@@ -138,7 +158,7 @@ std::vector<Case> load_cases(const std::string& path) {
 std::string shape_text(const Case& c) {
   std::string s;
   for (size_t i = 0; i < c.shape.size(); ++i) s += (i ? "x" : "") + std::to_string(c.shape[i]);
-  return s + "/G" + std::to_string(c.groups);
+  return row_norm_op(c.op) ? s : s + "/G" + std::to_string(c.groups);
 }
 
 }  // namespace kjit_bench

@@ -8,14 +8,15 @@
 
 #include "kjit/kjit.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 
 namespace kjit_bench {
 
 struct Case {
-  std::string op;              // "group_norm" or "linear_gn_min"
-  std::vector<int64_t> shape;  // as PyTorch gives it
-  int64_t groups = 0;
+  std::string op;              // "group_norm", "linear_gn_min", "layer_norm" or "rms_norm"
+  std::vector<int64_t> shape;  // as PyTorch gives it ([rows, width] for the row norms)
+  int64_t groups = 0;          // not for the row norms
   std::string dtype = "f32";
   std::string layout = "nchw";
 };
@@ -33,6 +34,7 @@ std::vector<Case> load_cases(const std::string& path);  // JSON array of case ob
 // The problem of a case (throws InvalidArgument for a dtype, layout or shape it cannot be).
 kjit::ops::GroupNormProblem group_norm_problem(const Case& c);
 kjit::ops::LinearGnMinProblem linear_gn_min_problem(const Case& c);
+kjit::ops::LayerNormProblem layer_norm_problem(const Case& c);  // layer_norm or rms_norm
 std::string shape_text(const Case& c);
 
 // Runs one case and returns its row (device_us, host_us, bytes, GB/s, error, config, ...).
@@ -43,5 +45,9 @@ std::vector<nlohmann::json> sweep_group_norm(kjit::Runtime& rt, CUstream stream,
 // shape = {M, K, N}; dtype "fp32" (strict) or "tf32".
 nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case& c,
                                  const Settings& s);
+// layer_norm (weight and bias) or rms_norm (weight), shape = {rows, width}.
+nlohmann::json run_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s);
+// Whether a case's op is one of the row norms (no groups).
+bool row_norm_op(const std::string& op);
 
 }  // namespace kjit_bench

@@ -2,6 +2,7 @@
 // the JIT path's costs; JSON out. tools/bench.py runs it, measures the peers (PyTorch eager,
 // torch.compile) the same way in the same process, and prints the table.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -14,15 +15,19 @@ namespace {
 
 int run(int argc, char** argv) {
   CLI::App app{"kjit-bench: kjit ops on this GPU (device time by CUDA-graph replay)"};
-  std::string shapes_file, json_file, only_op;
+  std::string shapes_file, json_file;
+  std::vector<std::string> only_ops;
   kjit_bench::Settings s;
   bool skip_jit = false;
   app.add_option("--shapes", shapes_file, "JSON array of {op, shape, groups, dtype, layout}")
       ->check(kjit::tools::not_empty);
   app.add_option("--json", json_file, "write all results to this file")
       ->check(kjit::tools::not_empty);
-  app.add_option("--op", only_op, "only this op (group_norm or linear_gn_min)")
-      ->check(CLI::IsMember({"group_norm", "linear_gn_min"}));
+  app.add_option(
+         "--op", only_ops,
+         "only these ops, comma-separated (group_norm, linear_gn_min, layer_norm, rms_norm)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"group_norm", "linear_gn_min", "layer_norm", "rms_norm"}));
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
       ->check(CLI::Range(5, 100000));
   app.add_flag("--autotune", s.autotune, "autotune each problem first");
@@ -68,7 +73,8 @@ int run(int argc, char** argv) {
                 "host us", "GB/s", "%copy", "rel_l2", "config");
     bool all_correct = true;
     for (const auto& c : cases) {
-      if (!only_op.empty() && c.op != only_op) continue;
+      if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), c.op) == only_ops.end())
+        continue;
       nlohmann::json row;
       if (sweep && c.op == "group_norm") {
         for (auto& r : kjit_bench::sweep_group_norm(rt, stream, c, s)) {
@@ -90,9 +96,14 @@ int run(int argc, char** argv) {
         }
         continue;
       }
-      // load_cases accepted only these two ops.
-      row = c.op == "group_norm" ? kjit_bench::run_group_norm(rt, stream, c, s)
-                                 : kjit_bench::run_linear_gn_min(rt, stream, c, s);
+      // load_cases accepted only these ops.
+      if (c.op == "group_norm") {
+        row = kjit_bench::run_group_norm(rt, stream, c, s);
+      } else if (kjit_bench::row_norm_op(c.op)) {
+        row = kjit_bench::run_layer_norm(rt, stream, c, s);
+      } else {
+        row = kjit_bench::run_linear_gn_min(rt, stream, c, s);
+      }
       row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
       if (row.contains("correct") && !row["correct"].get<bool>()) all_correct = false;
       std::printf("%-13s %-22s %-5s %10.2f %9.2f %8.0f %5.1f%% %9.2e  %s%s\n", c.op.c_str(),
