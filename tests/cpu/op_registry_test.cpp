@@ -5,6 +5,7 @@
 #include "kjit/kjit.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/layer_norm.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -164,4 +165,51 @@ TEST_CASE("op registry: group_norm's registered specs_for is the op's own") {
   CHECK(ops[1].dtype == kjit::DType::BF16);  // param_dtype defaults to dtype
   const kjit::op::Fields bad("group_norm", {{"shape", dims({8, 250, 4})}, {"groups", integer(32)}});
   CHECK(field_of([&] { kjit::op::find_op("group_norm").parse(bad); }) == "groups");
+}
+
+TEST_CASE("op registry: layer_norm and rms_norm are registered with the op's own specs_for") {
+  auto flag = [](bool v) {
+    FieldValue f;
+    f.kind = Kind::Bool;
+    f.flag = v;
+    f.shown = v ? "true" : "false";
+    return f;
+  };
+  const auto ln = kjit::op::find_op("layer_norm")
+                      .parse(kjit::op::Fields("layer_norm", {{"rows", integer(64)},
+                                                             {"width", integer(4096)},
+                                                             {"dtype", text("bf16")},
+                                                             {"residual", flag(true)}}));
+  kjit::ops::LayerNormProblem want =
+      kjit::ops::LayerNormProblem::layer_norm(64, 4096, kjit::DType::BF16);
+  want.residual = true;
+  CHECK(ln->describe() == "layer_norm " + want.describe());
+  for (bool aligned : {true, false}) {
+    const auto a = ln->specs_for(kjit::Target{}, aligned, false);
+    const auto b = kjit::ops::layer_norm_specs_for(want, kjit::Target{}, {}, aligned);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].instantiation() == b[i].instantiation());
+  }
+  const auto ops = ln->operands();  // x, residual, weight, bias, y, sum
+  REQUIRE(ops.size() == 6);
+  CHECK(ops[4].name == "y");
+  CHECK(ops[5].name == "sum");
+  CHECK(ops[5].output);
+  // RMSNorm has no bias field; LayerNorm rejects a width it cannot hold, naming the field.
+  const auto& rms = kjit::op::find_op("rms_norm");
+  CHECK(field_of([&] {
+          rms.parse(kjit::op::Fields(
+              "rms_norm", {{"rows", integer(1)}, {"width", integer(8)}, {"bias", flag(true)}}));
+        }) == "bias");
+  CHECK(field_of([&] {
+          rms.parse(kjit::op::Fields("rms_norm", {{"rows", integer(1)}, {"width", integer(0)}}));
+        }) == "width");
+  CHECK(field_of([&] {
+          rms.parse(kjit::op::Fields(
+              "rms_norm",
+              {{"rows", integer(1)}, {"width", integer(8)}, {"activation", text("swish")}}));
+        }) == "activation");
+  CHECK(rms.parse(kjit::op::Fields("rms_norm", {{"rows", integer(3)}, {"width", integer(5)}}))
+            ->operands()
+            .size() == 3);  // x, weight, y
 }

@@ -24,6 +24,13 @@ FieldValue text(const std::string& v) {
   f.shown = v;
   return f;
 }
+FieldValue flag(bool v) {
+  FieldValue f;
+  f.kind = FieldValue::Kind::Bool;
+  f.flag = v;
+  f.shown = v ? "true" : "false";
+  return f;
+}
 FieldValue dims(std::vector<int64_t> v) {
   FieldValue f;
   f.kind = FieldValue::Kind::Integers;
@@ -55,6 +62,21 @@ TEST_CASE("op registry: built-in problems run through the generic harness and pa
                  {"activation", text("none")}},
                 false);
   check_problem("group_norm", {{"shape", dims({3, 32, 40})}, {"groups", integer(4)}}, true);
+  check_problem("layer_norm", {{"rows", integer(37)}, {"width", integer(1000)}}, false);
+  check_problem("layer_norm",
+                {{"rows", integer(5)},
+                 {"width", integer(4099)},
+                 {"dtype", text("bf16")},
+                 {"residual", flag(true)},
+                 {"activation", text("gelu")}},
+                false);
+  check_problem("rms_norm",
+                {{"rows", integer(300)},
+                 {"width", integer(128)},
+                 {"dtype", text("f16")},
+                 {"param_dtype", text("f32")},
+                 {"residual", flag(true)}},
+                false);
   check_problem(
       "linear_gn_min",
       {{"M", integer(96)}, {"K", integer(130)}, {"N", integer(64)}, {"groups", integer(8)}}, false);

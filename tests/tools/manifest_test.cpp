@@ -5,9 +5,10 @@
 #include <set>
 
 #include "kjit/kjit.hpp"
-#include "kjit/ops/group_norm.hpp"
-#include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/op/registry.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/layer_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 #include "manifest.hpp"
 #include "test_util.hpp"
 #include "tool_util.hpp"
@@ -546,4 +547,41 @@ TEST_CASE("--problem short form: numbers as JSON reads them, bad values fail the
   CHECK(error_of("group_norm 2x64x8x8 g=\xff").find("groups: must be an integer, got \"") == 0);
   CHECK(error_of(R"({"op": "group_norm", "shape": [2, 64, 8, 8], "groups": 1e400})")
             .find("groups: 1e400 is out of range") == 0);
+}
+
+TEST_CASE(
+    "layer_norm and rms_norm entries derive the runtime's specializations (random problems)") {
+  using kjit::ops::LayerNormProblem;
+  for (int i = 0; i < 200; ++i) {
+    const bool rms = kjit_test::uniform(0, 1) == 1;
+    const kjit::DType dt = std::vector<kjit::DType>{kjit::DType::F32, kjit::DType::F16,
+                                                    kjit::DType::BF16}[kjit_test::uniform(0, 2)];
+    const int64_t rows = kjit_test::uniform(0, 70000), width = kjit_test::uniform(1, 1 << 20);
+    const bool residual = kjit_test::uniform(0, 1) == 1;
+    json j = {{"op", rms ? "rms_norm" : "layer_norm"},
+              {"dtype", kjit::dtype_name(dt)},
+              {"rows", rows},
+              {"width", width},
+              {"residual", residual}};
+    LayerNormProblem p = rms ? LayerNormProblem::rms_norm(rows, width, dt)
+                             : LayerNormProblem::layer_norm(rows, width, dt);
+    p.residual = residual;
+    OpContext ctx;
+    ctx.unaligned = kjit_test::uniform(0, 1) == 1;
+    ctx.target = kjit::Target::for_arch(kjit_test::uniform(0, 1) ? "sm_90" : "sm_80");
+    CAPTURE(j.dump());
+    std::set<std::string> want;
+    for (bool aligned : {true, false})
+      if (aligned || ctx.unaligned)
+        for (const auto& s : kjit::ops::layer_norm_specs_for(p, ctx.target, {}, aligned))
+          want.insert(s.instantiation());
+    const OpSpecs os = problem_specs(j, ctx);
+    CHECK(names(os.specs) == want);
+    CHECK(os.describe == std::string(rms ? "rms_norm " : "layer_norm ") + p.describe());
+  }
+  // The short form reaches the registry's parser as well; a field RMSNorm does not have fails.
+  CHECK_FALSE(problem_specs(parse_problem_arg("layer_norm bf16 rows=64 width=4096 gelu"), {})
+                  .specs.empty());
+  CHECK_THROWS_WITH_AS(problem_specs(parse_problem_arg("rms_norm rows=4 width=8 bias=true"), {}),
+                       doctest::Contains("unknown field for op rms_norm"), EntryError);
 }

@@ -297,7 +297,7 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
 
   auto ops = run_tool("kjit-precompile", "--list-ops", dir.path);
   CHECK(ops.rc == 0);
-  CHECK(ops.out == "group_norm\nlinear_gn_min\n");
+  CHECK(ops.out == "group_norm\nlayer_norm\nlinear_gn_min\nrms_norm\n");
   auto pm = run_tool("kjit-precompile", "--print-manifest", dir.path);
   REQUIRE(pm.rc == 0);
   CHECK(pm.json()["problems"][0]["op"] == "group_norm");
