@@ -62,6 +62,19 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
   CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc == 2);
   CHECK(run_tool("kjit-bench", "--shapes ''", dir.path).rc == 2);  // not the default list
   CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
+  // --problem goes through the op registry: a bad one names the problem and the field, before
+  // the device is touched.
+  for (const auto& [arg, message] : std::vector<std::pair<std::string, std::string>>{
+           {"'layer_norm rows=4 widht=3'", "widht: unknown field for op layer_norm"},
+           {"'rms_norm rows=4'", "width: missing"},
+           {"'softmax rows=4'", "unknown op 'softmax'"},
+           {"'group_norm 8x250x4 g=32'", "groups: "}}) {
+    CAPTURE(arg);
+    const auto r = run_tool("kjit-bench", "-p " + arg, dir.path);
+    CHECK(r.rc == 1);
+    CHECK_MESSAGE(r.err.find(message) != std::string::npos, r.err);
+    CHECK(r.err.find("no_driver") == std::string::npos);
+  }
   // A run that fails (here: no driver) leaves an earlier results file as it was.
   const std::string results = dir.path + "/results.json";
   kjit_test::write_text(results, "{\"earlier\": true}\n");

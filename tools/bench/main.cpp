@@ -5,13 +5,38 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 
 #include "cases.hpp"
 #include "jit_bench.hpp"
+#include "manifest.hpp"
+#include "op_bench.hpp"
+#include "op_fields.hpp"
 #include "timing.hpp"
 #include "tool_util.hpp"
 
 namespace {
+
+// --problem values through the op registry: a bad one fails before any device work.
+std::vector<std::unique_ptr<kjit::op::OpProblem>> parse_problems(
+    const std::vector<std::string>& args) {
+  std::vector<std::unique_ptr<kjit::op::OpProblem>> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    try {
+      const nlohmann::json j = kjit::tools::parse_problem_arg(args[i]);
+      const std::string op = j.value("op", "");
+      out.push_back(kjit::op::find_op(op).parse(kjit::tools::op_fields(j, op)));
+    } catch (const kjit::tools::EntryError& e) {
+      throw kjit::Error::invalid(
+          e.field(), "--problem[" + std::to_string(i) + "] '" + args[i] +
+                         "': " + (e.field().empty() ? "" : e.field() + ": ") + e.what());
+    } catch (const kjit::Error& e) {
+      throw kjit::Error(e.code(), "--problem[" + std::to_string(i) + "] '" + args[i] + "': " +
+                                      (e.field().empty() ? "" : e.field() + ": ") + e.what());
+    }
+  }
+  return out;
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"kjit-bench: kjit ops on this GPU (device time by CUDA-graph replay)"};
@@ -41,12 +66,20 @@ int run(int argc, char** argv) {
   app.add_flag(
       "--no-check", [&](int64_t) { s.check = false; }, "skip the float64 check");
   app.add_flag("--skip-jit", skip_jit, "skip the compile/launch-overhead section");
+  std::vector<std::string> problem_args;
+  app.add_option("-p,--problem", problem_args,
+                 "a problem of any registered op, as kjit-precompile takes it (JSON or short form, "
+                 "e.g. 'layer_norm bf16 rows=4096 width=768'); only these are run unless --shapes "
+                 "is given too")
+      ->check(kjit::tools::not_empty);
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
   try {
     // The shape list first: a bad one is reported before the device work, and without a GPU too.
-    const auto cases =
-        shapes_file.empty() ? kjit_bench::default_cases() : kjit_bench::load_cases(shapes_file);
+    const auto problems = parse_problems(problem_args);
+    const auto cases = !shapes_file.empty()   ? kjit_bench::load_cases(shapes_file)
+                       : problem_args.empty() ? kjit_bench::default_cases()
+                                              : std::vector<kjit_bench::Case>{};
     // Checked now (opened for appending, so an earlier results file survives a failed run): an
     // unwritable path fails before minutes of work. Truncated only when the results are written.
     if (!json_file.empty() && !std::ofstream(json_file, std::ios::app)) {
@@ -114,6 +147,19 @@ int run(int argc, char** argv) {
                   row.value("correct", true) ? "" : "  WRONG");
       std::fflush(stdout);
       out["results"].push_back(row);
+    }
+    for (const auto& p : problems) {
+      nlohmann::json row = kjit_bench::run_problem(rt, stream, *p, s);
+      row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
+      if (!row.value("correct", true)) all_correct = false;
+      std::printf("%s: %.2f us device, %.2f us host, %.0f GB/s (%.1f%% of copy), %s%s%s\n",
+                  p->describe().c_str(), row["device_us"].get<double>(),
+                  row["host_us"].get<double>(), row["gbps"].get<double>(),
+                  row["pct_copy"].get<double>(), row["config"].get<std::string>().c_str(),
+                  row.value("correct", true) ? "" : "  WRONG: ",
+                  row.value("first_wrong", std::string()).c_str());
+      std::fflush(stdout);
+      out["problems"].push_back(row);
     }
     if (!json_file.empty()) {
       std::ofstream json_out(json_file, std::ios::trunc);

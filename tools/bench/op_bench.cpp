@@ -1,0 +1,36 @@
+// Any registered op's problem (kjit-bench --problem): checked against the op's float64
+// reference through the generic harness, then device time (graph replays over rotating sets)
+// and host time per call.
+#include "op_bench.hpp"
+
+#include <algorithm>
+
+#include "kjit/op/harness.hpp"
+#include "timing.hpp"
+
+namespace kjit_bench {
+
+nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
+                           const Settings& s) {
+  const std::string config = p.prepare(rt, s.autotune, stream);
+  kjit::op::ProblemBuffers b(rt, p, kjit::op::ProblemBuffers::sets_for(p, s.rotate_bytes), 42);
+  nlohmann::json row = {
+      {"op", "problem"}, {"problem", p.describe()}, {"config", config}, {"bytes", p.min_bytes()}};
+  if (s.check) {
+    const kjit::op::CheckResult r = kjit::op::check(rt, p, b, s.autotune, stream);
+    row["correct"] = r.ok;
+    row["checked"] = r.checked;
+    row["max_abs_err"] = r.max_abs;
+    if (!r.ok) row["first_wrong"] = r.first_wrong;
+  }
+  auto call = [&](int i) { p.run(rt, b.ptrs(i % b.sets()), s.autotune, stream); };
+  const DeviceTime t = graph_time(rt, stream, std::max(b.sets(), 20), s.replays, call);
+  row["device_us"] = t.median_us;
+  row["device_us_min"] = t.min_us;
+  row["device_us_max"] = t.max_us;
+  row["gbps"] = p.min_bytes() / (t.median_us * 1e-6) / 1e9;
+  row["host_us"] = host_us_per_call(rt, stream, 200, 15, [&] { call(0); });
+  return row;
+}
+
+}  // namespace kjit_bench

@@ -1,0 +1,16 @@
+// kjit-bench's generic case: any op of the registry (kjit/op/registry.hpp), by its problem.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "cases.hpp"
+#include "kjit/op/registry.hpp"
+
+namespace kjit_bench {
+
+// The row: problem, config, correct (+ checked, max_abs_err, first_wrong), device_us (median,
+// min, max), gbps (of the op's min_bytes), host_us.
+nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
+                           const Settings& s);
+
+}  // namespace kjit_bench
