@@ -832,8 +832,8 @@ TEST_CASE("linear_gn_min: autotune picks among the top 8 and reuses its choice f
 }
 
 // A stored choice this build cannot use is tuned afresh and stored again, neither trusted nor an
-// error: a kernel config the candidate list no longer has (a changed template set), or GEMM
-// algorithm bytes cuBLASLt refuses (another cuBLASLt build writing the same record).
+// error: a kernel config or a GEMM algorithm the candidate lists no longer have (a changed
+// template set, another cuBLASLt build). The two steps keep a record each (kjit::Autotuner).
 TEST_CASE("linear_gn_min: a stale autotune record is tuned afresh and replaced") {
   kjit_test::TempDir dir;
   kjit::RuntimeOptions o;
@@ -850,30 +850,35 @@ TEST_CASE("linear_gn_min: a stale autotune record is tuned afresh and replaced")
   const auto first = prepare();
   CHECK(first.gemm_source == "autotuned");
   CHECK(prepare().gemm_source == "cache");
-  // Rewrites the tuning record in place (same key), as another build might have written it.
-  auto tamper = [&](const std::function<void(kjit::cache::Entry&)>& edit) {
+  // The payload of step `op`'s record (after `edit`, which rewrites it in place, same key, as
+  // another build might have written it).
+  auto record = [&](const std::string& op, const std::function<void(std::string&)>& edit) {
     kjit::cache::DiskCache disk(o.cache);
-    int records = 0;
+    std::vector<std::string> payloads;
     for (const kjit::cache::EntryInfo& info : disk.list()) {
       kjit::cache::Key key;
       REQUIRE(kjit::cache::Key::from_hex(info.key_hex, &key));
       std::optional<kjit::cache::Entry> e = disk.get(key);
       REQUIRE(e);
-      if (!e->find("gn")) continue;  // kernels, not the record
-      edit(*e);
+      const std::string* name = e->find("op");
+      if (!name || *name != op) continue;  // kernels, or the other step's record
+      CHECK(*e->find("format") == "kjit-tune-v1");
+      edit(e->payload);
       REQUIRE(disk.put(key, *e));
-      ++records;
+      payloads.push_back(e->payload);
     }
-    REQUIRE(records == 1);
+    REQUIRE(payloads.size() == 1);
+    return payloads[0];
   };
-  tamper([](kjit::cache::Entry& e) {
-    for (auto& [name, value] : e.metadata)
-      if (name == "gn") value = "threads=999 slice=1 (no such candidate)";
-  });
+  const std::string kernel = record("linear_gn_min.kernel", [](std::string&) {});
+  // The record names the candidate; the plan's config adds the bias variant matched to the GEMM.
+  CHECK(first.config.describe().rfind(kernel, 0) == 0);
+  record("linear_gn_min.kernel", [](std::string& v) { v = "threads=999 (no such candidate)"; });
   const auto second = prepare();
-  CHECK(second.gemm_source == "autotuned");
-  CHECK(prepare().gemm_source == "cache");  // the fresh choice replaced the stale one
-  tamper([](kjit::cache::Entry& e) { e.payload.assign(e.payload.size(), '\xff'); });
+  CHECK(second.gemm_source == "cache");  // the GEMM's record still holds
+  CHECK(second.config.describe().rfind(record("linear_gn_min.kernel", [](std::string&) {}), 0) ==
+        0);
+  record("linear_gn_min.gemm", [](std::string& v) { v.assign(v.size(), 'x'); });
   const auto third = prepare();
   CHECK(third.gemm_source == "autotuned");
   const auto again = prepare();
