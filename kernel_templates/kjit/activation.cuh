@@ -19,18 +19,6 @@ __forceinline__ float tanh_approx(float x) {
   return y;
 }
 
-struct None {
-  static constexpr float kFold = 1.f;
-  template <class T>
-  __forceinline__ static float apply(float z) {
-    return z;
-  }
-  template <class T>
-  __forceinline__ static float folded(float h) {
-    return h;
-  }
-};
-
 // silu(z) = z * sigmoid(z). fp32 outputs: exp and a fast divide (~2 ulp, two MUFU ops).
 // 16-bit outputs: from h = z / 2, z * sigmoid(z) = h + h * tanh(h): one tanh.approx and one FMA
 // (error ~2^-11 * |h| absolute).
@@ -56,9 +44,25 @@ struct Silu {
   }
 };
 
-// gelu(z, approximate="tanh") = z / 2 * (1 + tanh(sqrt(2/pi) * (z + 0.044715 z^3))).
-struct GeluTanh {
+// An activation that folds nothing: kFold 1, folded<T>(h) = apply<T>(h).
+template <class Act>
+struct NoFold {
   static constexpr float kFold = 1.f;
+  template <class T>
+  __forceinline__ static float folded(float h) {
+    return Act::template apply<T>(h);
+  }
+};
+
+struct None : NoFold<None> {
+  template <class T>
+  __forceinline__ static float apply(float z) {
+    return z;
+  }
+};
+
+// gelu(z, approximate="tanh") = z / 2 * (1 + tanh(sqrt(2/pi) * (z + 0.044715 z^3))).
+struct GeluTanh : NoFold<GeluTanh> {
   template <class T>
   __forceinline__ static float apply(float z) {
     const float u = 0.7978845608028654f * fmaf(0.044715f * z, z * z, z);
@@ -66,36 +70,22 @@ struct GeluTanh {
     const float h = 0.5f * z;
     return fmaf(h, t, h);
   }
-  template <class T>
-  __forceinline__ static float folded(float h) {
-    return apply<T>(h);
-  }
 };
 
 // gelu(z) = z / 2 * (1 + erf(z / sqrt(2))), F.gelu's default.
-struct GeluErf {
-  static constexpr float kFold = 1.f;
+struct GeluErf : NoFold<GeluErf> {
   template <class T>
   __forceinline__ static float apply(float z) {
     const float h = 0.5f * z;
     return fmaf(h, erff(z * 0.7071067811865476f), h);
   }
-  template <class T>
-  __forceinline__ static float folded(float h) {
-    return apply<T>(h);
-  }
 };
 
 // relu(z) = max(z, 0), NaN kept (fmaxf would turn it into 0; PyTorch propagates it).
-struct Relu {
-  static constexpr float kFold = 1.f;
+struct Relu : NoFold<Relu> {
   template <class T>
   __forceinline__ static float apply(float z) {
     return z < 0.f ? 0.f : z;
-  }
-  template <class T>
-  __forceinline__ static float folded(float h) {
-    return apply<T>(h);
   }
 };
 
