@@ -265,3 +265,50 @@ TEST_CASE("layer_norm: >= 100 random specializations compile with NVRTC") {
   CHECK(probe.count() >= 100);
   MESSAGE(probe.summary("LayerNorm/RMSNorm kernels"));
 }
+
+TEST_CASE("layer_norm autotune candidates: the heuristic's first, each valid and distinct") {
+  int total = 0;
+  size_t most = 0;
+  for (int i = 0; i < 300; ++i) {
+    const LayerNormProblem p = random_problem();
+    CAPTURE(p.describe());
+    for (int cc : {80, 90}) {
+      const bool aligned = kjit_test::uniform(0, 1) == 1;
+      const kjit::Target t = kjit::Target::for_cc(cc);
+      const auto cands = kjit::ops::layer_norm_candidates(p, t, aligned);
+      REQUIRE(!cands.empty());
+      CHECK(cands[0].describe() == kjit::ops::layer_norm_heuristic(p, t, aligned).describe());
+      std::set<std::string> names;
+      for (const LayerNormConfig& c : cands) {
+        check_config(p, c, cc, aligned);
+        CHECK(names.insert(c.describe()).second);
+      }
+      // configs_for with autotune names every candidate (what kjit-precompile compiles).
+      kjit::ops::LayerNormOptions opt;
+      opt.autotune = true;
+      std::set<std::string> listed;
+      for (const auto& c : kjit::ops::layer_norm_configs_for(p, t, opt, aligned))
+        listed.insert(c.describe());
+      for (const auto& n : names) CHECK(listed.count(n) == 1);
+      total += static_cast<int>(cands.size());
+      most = std::max(most, cands.size());
+    }
+  }
+  MESSAGE(total << " candidates over 600 problem/target pairs, at most " << most);
+  // A short row gets every team size; a long one on sm_90 clusters and streaming configs.
+  const auto short_row = kjit::ops::layer_norm_candidates(
+      LayerNormProblem::layer_norm(4096, 128, DType::F32), kjit::Target::for_cc(90), true);
+  std::set<int> teams;
+  for (const auto& c : short_row) teams.insert(c.team);
+  CHECK(teams.count(8) == 1);
+  CHECK(teams.count(32) == 1);
+  const auto long_row = kjit::ops::layer_norm_candidates(
+      LayerNormProblem::rms_norm(1, 1 << 20, DType::BF16), kjit::Target::for_cc(90), true);
+  bool cluster = false, stream = false;
+  for (const auto& c : long_row) {
+    cluster |= c.cluster > 1;
+    stream |= c.stream;
+  }
+  CHECK(cluster);
+  CHECK(stream);
+}

@@ -14,6 +14,7 @@
 #include "kjit/op/launch.hpp"
 #include "kjit/op/plan_table.hpp"
 #include "kjit/ops/layer_norm.hpp"
+#include "ops/layer_norm_plan.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -22,32 +23,7 @@ constexpr const char* kPrepareHint =
     "call prepare_layer_norm before capturing (pointers that are not 16-byte aligned use another "
     "plan: make one such call outside the capture first)";
 
-// All int64: a key without padding bytes (the table hashes and compares it bytewise).
-struct LnKey {
-  int64_t kind, dtype, param_dtype, activation, has_weight, has_bias, residual, aligned;
-  int64_t rows, width;
-  // A config forced through LayerNormOptions::config (all zero otherwise).
-  int64_t forced, threads, team, vec, iters, cluster, stream;
-};
-
-struct LnPlan {
-  Kernel kernel;
-  LaunchConfig launch;
-  LayerNormConfig config;
-  // Programmatic grids of at most one wave let the stream's next kernel be scheduled as they
-  // start (the kernel's `trigger`): that hides the next launch's latency behind a short kernel.
-  // Larger grids do not: a dependent's early CTAs would take SM slots from this kernel's later
-  // ones.
-  int trigger = 0;
-};
-
-// The op's per-runtime state (Runtime::extension<LnState>()).
-struct LnState {
-  explicit LnState(Runtime&) {}
-  op::PlanTable<LnKey, LnPlan> plans;
-};
-
-LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f) {
+LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f, bool tune) {
   return LnKey{static_cast<int64_t>(p.kind),
                static_cast<int64_t>(p.dtype),
                static_cast<int64_t>(p.param_dtype),
@@ -64,12 +40,52 @@ LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f
                f ? f->vec : 0,
                f ? f->iters : 0,
                f ? f->cluster : 0,
-               f ? f->stream : 0};
+               f ? f->stream : 0,
+               tune};
 }
 
+// The plan for p: found under a shared lock on the hot path; else built once (the first config
+// of layer_norm_configs_for the device can schedule).
+const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned,
+                       const LayerNormOptions& opt, CUstream stream) {
+  auto& table = rt.extension<LnState>().plans;
+  const LayerNormConfig* forced = opt.config ? &*opt.config : nullptr;
+  const bool tune = !forced && (opt.autotune || layer_norm_autotune_env());
+  const LnKey key = make_key(p, aligned, forced, tune);
+  if (const LnPlan* plan = table.find(key)) return *plan;
+  return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
+    const char* op = norm_kind_name(p.kind);
+    if (tune) {
+      auto plan = layer_norm_plan(rt, p, layer_norm_autotune(rt, p, aligned, opt.eps, stream),
+                                  aligned, stream);
+      // A stored choice this device cannot schedule falls back to the untuned configs below.
+      if (plan->kernel.fits(plan->launch)) return plan;
+    }
+    LayerNormOptions plain = opt;
+    plain.autotune = false;
+    for (const LayerNormConfig& c : layer_norm_configs_for(p, Target::of(rt), plain, aligned)) {
+      auto plan = layer_norm_plan(rt, p, c, aligned, stream);
+      if (plan->kernel.fits(plan->launch)) return plan;
+      if (forced)
+        op::invalid(op, "config",
+                    "config " + c.describe() + " cannot be scheduled on " + rt.props().name,
+                    p.describe());
+    }
+    op::invalid(op, "config", "no launchable configuration on " + rt.props().name, p.describe());
+  });
+}
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  uintptr_t bits = 0;
+  for (const void* q : ptrs) bits |= reinterpret_cast<uintptr_t>(q);
+  return (bits & 15) == 0;
+}
+
+}  // namespace
+
 // The kernel of config c and its launch: one team per row, `cluster` CTAs per team's row.
-std::unique_ptr<LnPlan> build_plan(Runtime& rt, const LayerNormProblem& p, const LayerNormConfig& c,
-                                   bool aligned, CUstream stream) {
+std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
+                                        const LayerNormConfig& c, bool aligned, CUstream stream) {
   const char* op = norm_kind_name(p.kind);
   validate_config(p, c, rt.props().cc(), aligned);
   const int64_t teams = c.threads / c.team;
@@ -94,36 +110,6 @@ std::unique_ptr<LnPlan> build_plan(Runtime& rt, const LayerNormProblem& p, const
   }
   return plan;
 }
-
-// The plan for p: found under a shared lock on the hot path; else built once (the first config
-// of layer_norm_configs_for the device can schedule).
-const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned,
-                       const LayerNormOptions& opt, CUstream stream) {
-  auto& table = rt.extension<LnState>().plans;
-  const LayerNormConfig* forced = opt.config ? &*opt.config : nullptr;
-  const LnKey key = make_key(p, aligned, forced);
-  if (const LnPlan* plan = table.find(key)) return *plan;
-  return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
-    const char* op = norm_kind_name(p.kind);
-    for (const LayerNormConfig& c : layer_norm_configs_for(p, Target::of(rt), opt, aligned)) {
-      auto plan = build_plan(rt, p, c, aligned, stream);
-      if (plan->kernel.fits(plan->launch)) return plan;
-      if (forced)
-        op::invalid(op, "config",
-                    "config " + c.describe() + " cannot be scheduled on " + rt.props().name,
-                    p.describe());
-    }
-    op::invalid(op, "config", "no launchable configuration on " + rt.props().name, p.describe());
-  });
-}
-
-bool aligned16(std::initializer_list<const void*> ptrs) {
-  uintptr_t bits = 0;
-  for (const void* q : ptrs) bits |= reinterpret_cast<uintptr_t>(q);
-  return (bits & 15) == 0;
-}
-
-}  // namespace
 
 void validate_call(const LayerNormProblem& p, const void* x, const void* residual, const void* y,
                    const void* sum, const void* weight, const void* bias, float eps) {

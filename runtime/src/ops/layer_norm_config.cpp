@@ -239,11 +239,64 @@ LayerNormConfig layer_norm_heuristic(const LayerNormProblem& p, const Target& t,
   return heuristic(p, t, aligned, kMaxCluster);
 }
 
+// Valid configs of every family around the row: teams within a warp (short rows), a CTA or a
+// cluster holding it (each CTA size and, on sm_90, cluster size that holds it in registers), and
+// streaming ones. Invalid combinations are filtered by validate_config, not ruled out here.
+static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, const Target& t,
+                                                   bool aligned) {
+  const int vec = vec_for(p, aligned);
+  const int64_t nv = p.width / vec;
+  std::vector<LayerNormConfig> out;
+  // Held rows within the registers the kernels plan for (see cta_layout): 32 values a thread,
+  // 8 with 1024 threads.
+  auto add = [&](int threads, int team, int64_t iters, int cluster, bool stream) {
+    if (iters < 1 || iters > 64) return;
+    if (!stream && (iters > max_iters(vec) || (threads == 1024 && iters * vec > 8))) return;
+    out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream});
+  };
+  // Short rows: a team within a warp. Clusters: for rows one CTA cannot hold, or to spread few
+  // rows over the SMs. Streaming: for rows no CTA holds.
+  const bool short_row = nv <= 32 * max_iters(vec);
+  const bool long_row = nv > int64_t{kMaxHeldThreads} * max_iters(vec);
+  const int max_cluster = t.cc < 90 ? 1 : long_row || p.rows < t.sm_count ? kMaxCluster : 1;
+  if (short_row)
+    for (int team = 1; team <= 32; team *= 2)
+      for (int threads : {128, 256, 512}) add(threads, team, ceil_div(nv, team), 1, false);
+  for (int cluster = 1; cluster <= max_cluster; cluster *= 2)
+    for (int threads : {128, 256, 512, 1024}) {
+      add(threads, threads, ceil_div(nv, int64_t{threads} * cluster), cluster, false);
+      if (long_row) add(threads, threads, kStreamIters, cluster, true);
+    }
+  return out;
+}
+
+std::vector<LayerNormConfig> layer_norm_candidates(const LayerNormProblem& p, const Target& t,
+                                                   bool aligned) {
+  std::vector<LayerNormConfig> out{layer_norm_heuristic(p, t, aligned)};
+  for (const LayerNormConfig& c : family_configs(p, t, aligned)) {
+    try {
+      validate_config(p, c, t.cc, aligned);
+    } catch (const Error&) {
+      continue;
+    }
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const LayerNormConfig& o) {
+      return o.describe() == c.describe();
+    });
+    if (!seen) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
                                                     const LayerNormOptions& opt, bool aligned) {
   std::vector<LayerNormConfig> out{opt.config ? *opt.config : layer_norm_heuristic(p, t, aligned)};
   // A device may refuse clusters over 8 CTAs (the non-portable sizes): then the portable one.
   if (!opt.config && out[0].cluster > 8) out.push_back(heuristic(p, t, aligned, 8));
+  if (!opt.config && opt.autotune)
+    for (const LayerNormConfig& c : layer_norm_candidates(p, t, aligned))
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const LayerNormConfig& o) { return o.describe() == c.describe(); }))
+        out.push_back(c);
   return out;
 }
 

@@ -16,8 +16,8 @@ class LayerNormOpProblem : public op::OpProblem {
   std::string describe() const override {
     return std::string(norm_kind_name(p_.kind)) + " " + p_.describe();
   }
-  std::vector<Spec> specs_for(const Target& t, bool aligned, bool) const override {
-    return layer_norm_specs_for(p_, t, LayerNormOptions{}, aligned);  // no autotuning yet
+  std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
+    return layer_norm_specs_for(p_, t, options(autotune), aligned);
   }
 
   // x, [residual], [weight], [bias], y, [sum].
@@ -31,13 +31,14 @@ class LayerNormOpProblem : public op::OpProblem {
     if (p_.residual) out.push_back({"sum", p_.dtype, n, true, 0.f, 0.f});
     return out;
   }
-  std::string prepare(Runtime& rt, bool, CUstream) const override {
-    return prepare_layer_norm(rt, p_).describe();
+  std::string prepare(Runtime& rt, bool autotune, CUstream) const override {
+    return prepare_layer_norm(rt, p_, options(autotune)).describe();
   }
-  void run(Runtime& rt, const std::vector<void*>& v, bool, CUstream stream) const override {
+  void run(Runtime& rt, const std::vector<void*>& v, bool autotune,
+           CUstream stream) const override {
     const Slots s = slots();
     layer_norm(rt, p_, v[0], at(v, s.residual), v[s.y], at(v, s.sum), at(v, s.weight),
-               at(v, s.bias), LayerNormOptions{}, stream);
+               at(v, s.bias), options(autotune), stream);
   }
   std::vector<op::Expected> reference(const std::vector<std::vector<float>>& in) const override {
     const Slots s = slots();
@@ -67,6 +68,11 @@ class LayerNormOpProblem : public op::OpProblem {
   }
   static void* at(const std::vector<void*>& v, int i) {
     return i < 0 ? nullptr : v[static_cast<size_t>(i)];
+  }
+  static LayerNormOptions options(bool autotune) {
+    LayerNormOptions opt;
+    opt.autotune = autotune;
+    return opt;
   }
   static op::Expected expected(std::vector<double> values, double tol) {
     op::Expected e;

@@ -60,9 +60,12 @@ struct LayerNormConfig {
 
 struct LayerNormOptions {
   float eps = 1e-5f;  // F.layer_norm's default; F.rms_norm(eps=None) uses finfo(dtype).eps
-  // A config to use instead of the heuristic's (benchmarks, pinning a deployment); one that
-  // cannot compute the problem is an InvalidArgument naming the field and the rule. There is no
-  // autotuning for this op yet (KJIT_AUTOTUNE does not apply to it).
+  // Time layer_norm_candidates once per problem and keep the fastest (kjit::Autotuner: stored in
+  // the disk cache, reused by later processes without timing); also KJIT_AUTOTUNE=1.
+  bool autotune = false;
+  // A config to use instead of the heuristic's or autotuning's (benchmarks, pinning a
+  // deployment); one that cannot compute the problem is an InvalidArgument naming the field and
+  // the rule.
   std::optional<LayerNormConfig> config;
 };
 
@@ -90,14 +93,19 @@ LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
 // What a call compiles, the one source for the op, kjit-precompile and kjit-bench: the configs a
 // call for p on target t may load, in the op's order of preference, for (un)aligned pointers
 // (opt.config, else the heuristic's; then, for a cluster of more than 8 CTAs, which a device may
-// refuse to schedule, the same row on a portable cluster). The op runs the first the device can
-// schedule.
+// refuse to schedule, the same row on a portable cluster; with opt.autotune, then every
+// candidate). The op runs the first the device can schedule, or the fastest when autotuning
+// (KJIT_AUTOTUNE is the caller's to fold in).
 std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
                                                     const LayerNormOptions& opt, bool aligned);
 // Their specializations, each once, in that order (none for rows == 0).
 std::vector<Spec> layer_norm_specs_for(const LayerNormProblem& p, const Target& t,
                                        const LayerNormOptions& opt, bool aligned);
 
+// What autotuning times: the heuristic's config first, then the other team sizes, CTA sizes,
+// cluster sizes (sm_90) and streaming configs that hold or stream p's row on t, each valid.
+std::vector<LayerNormConfig> layer_norm_candidates(const LayerNormProblem& p, const Target& t,
+                                                   bool aligned);
 // The heuristic's config (docs/OPS.md has its rule table) and the kernel a config compiles to.
 LayerNormConfig layer_norm_heuristic(const LayerNormProblem& p, const Target& t, bool aligned);
 Spec layer_norm_spec(const LayerNormProblem& p, const LayerNormConfig& c);

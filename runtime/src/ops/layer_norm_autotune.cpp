@@ -1,0 +1,93 @@
+// LayerNorm / RMSNorm autotuning through kjit::Autotuner: every candidate config timed on scratch
+// buffers of the problem's size, the fastest remembered in the disk cache. Public headers only.
+#include <cudaTypedefs.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kjit/autotune.hpp"
+#include "kjit/cuda.hpp"
+#include "kjit/error.hpp"
+#include "kjit/op/checks.hpp"
+#include "kjit/op/launch.hpp"
+#include "ops/layer_norm_plan.hpp"
+
+namespace kjit::ops {
+namespace {
+
+// Every operand of a call, on the device: x, residual, y, sum [rows, width], weight and bias
+// [width] (offset by one element when the caller's pointers are not 16-byte aligned). Filled on
+// a stream of its own (DeviceBuffer's helpers synchronize the whole context, which would wait
+// for other threads' work and break another thread's global-mode capture).
+struct Scratch {
+  Scratch(Runtime& rt, const LayerNormProblem& p, bool aligned) {
+    const size_t esz = dtype_size(p.dtype), off = aligned ? 0 : esz;
+    const size_t n = static_cast<size_t>(p.rows * p.width) * esz + 16;
+    const size_t w = static_cast<size_t>(p.width) * dtype_size(p.param_dtype) + 16;
+    auto memset = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(driver_proc("cuMemsetD8Async", 3020));
+    Stream s(rt);
+    for (size_t i = 0; i < 6; ++i) {
+      bufs.emplace_back(rt, i < 4 ? n : w);
+      // 0x3c: 0.0115 in fp32, 1.06 in fp16, 0.0114 in bf16; finite everywhere.
+      if (CUresult r = memset(bufs.back().ptr(), 0x3c, bufs.back().bytes(), s); r != CUDA_SUCCESS)
+        throw Error(Errc::Cuda, "layer_norm autotune: cuMemsetD8Async failed (" +
+                                    std::to_string(static_cast<int>(r)) + ")");
+      ptr.push_back(reinterpret_cast<void*>(bufs.back().ptr() + (i < 4 ? off : 0)));
+    }
+    s.synchronize();
+  }
+  std::vector<DeviceBuffer> bufs;
+  std::vector<void*> ptr;  // x, residual, y, sum, weight, bias
+};
+
+}  // namespace
+
+bool layer_norm_autotune_env() {
+  const char* v = std::getenv("KJIT_AUTOTUNE");
+  return v && std::string(v) == "1";
+}
+
+LayerNormConfig layer_norm_autotune(Runtime& rt, const LayerNormProblem& p, bool aligned, float eps,
+                                    CUstream caller) {
+  const char* op = norm_kind_name(p.kind);
+  kjit::Autotuner<LayerNormConfig> tuner(op, 1, layer_norm_candidates(p, Target::of(rt), aligned),
+                                         [](const LayerNormConfig& c) { return c.describe(); });
+  tuner.key("problem", p.describe()).key("aligned", aligned ? 1 : 0);
+  tuner.key("pdl", op::programmatic_launch(rt) ? 1 : 0);
+  // A candidate the device cannot schedule (a cluster too large for it) is not one here.
+  auto build = [&](const LayerNormConfig& c) {
+    std::shared_ptr<LnPlan> plan = layer_norm_plan(rt, p, c, aligned, nullptr);
+    if (!plan->kernel.fits(plan->launch))
+      throw Error(Errc::Unsupported, std::string(op) + ": " + c.describe() +
+                                         " cannot be scheduled on " + rt.props().name);
+    return plan;
+  };
+  if (auto stored = tuner.recall(rt, [&](const LayerNormConfig& c) -> Launch {
+        build(c);
+        return {};
+      }))
+    return stored->config;
+  // Timing allocates and synchronizes, which would invalidate the caller's capture.
+  if (op::capturing(rt, caller))
+    op::capture_error(op, "autotuning would time the candidates", p.describe(),
+                      "call prepare_layer_norm with autotune before capturing");
+  const Scratch s(rt, p, aligned);
+  const int width = static_cast<int>(p.width);
+  const long long rows = p.rows;
+  const std::vector<void*>& v = s.ptr;
+  return tuner
+      .tune(rt,
+            [&](const LayerNormConfig& c) -> Launch {
+              std::shared_ptr<LnPlan> plan = build(c);
+              return [plan, &v, &p, eps, width, rows](CUstream st) {
+                plan->kernel(st, plan->launch, v[0], p.residual ? v[1] : nullptr, v[2],
+                             p.residual ? v[3] : nullptr, p.has_weight ? v[4] : nullptr,
+                             p.has_bias ? v[5] : nullptr, eps, width, rows, plan->trigger);
+              };
+            })
+      .config;
+}
+
+}  // namespace kjit::ops
