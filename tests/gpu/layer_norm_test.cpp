@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <future>
 #include <limits>
@@ -429,5 +430,33 @@ TEST_CASE("layer_norm: back-to-back dependent calls on one stream see each other
     CHECK(e.nonfinite == 0);
     CHECK(e.rel_l2 <= 1e-5);
     CHECK_MESSAGE(e.allclose, "max abs error " << e.max_abs);
+  }
+}
+
+TEST_CASE("layer_norm: autotune picks a candidate, and a new runtime reuses the stored choice") {
+  kjit_test::TempDir dir;
+  kjit::RuntimeOptions o;
+  o.cache.dir = dir.path;
+  kjit::ops::LayerNormOptions opt;
+  opt.autotune = true;
+  for (const LayerNormProblem& p : {LayerNormProblem::rms_norm(32768, 128, DType::F32),
+                                    LayerNormProblem::layer_norm(1, 65536, DType::BF16)}) {
+    CAPTURE(p.describe());
+    auto prepare = [&] {
+      kjit::Runtime rt(o);  // a new process, as far as plans go
+      const auto t0 = std::chrono::steady_clock::now();
+      const LayerNormConfig c = kjit::ops::prepare_layer_norm(rt, p, opt);
+      return std::make_pair(
+          c, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    const auto [tuned, tune_s] = prepare();
+    const auto [again, reuse_s] = prepare();
+    CHECK(again.describe() == tuned.describe());
+    const auto cands = kjit::ops::layer_norm_candidates(p, kjit::Target::of(runtime()), true);
+    CHECK(std::any_of(cands.begin(), cands.end(),
+                      [&](const LayerNormConfig& c) { return c.describe() == tuned.describe(); }));
+    MESSAGE(p.describe() << ": " << tuned.describe() << " of " << cands.size() << " (heuristic "
+                         << cands[0].describe() << "); tuned in " << tune_s << " s, reused in "
+                         << reuse_s << " s");
   }
 }

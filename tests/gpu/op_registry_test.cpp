@@ -63,6 +63,7 @@ TEST_CASE("op registry: built-in problems run through the generic harness and pa
                 false);
   check_problem("group_norm", {{"shape", dims({3, 32, 40})}, {"groups", integer(4)}}, true);
   check_problem("layer_norm", {{"rows", integer(37)}, {"width", integer(1000)}}, false);
+  check_problem("rms_norm", {{"rows", integer(64)}, {"width", integer(3000)}}, true);
   check_problem("layer_norm",
                 {{"rows", integer(5)},
                  {"width", integer(4099)},
