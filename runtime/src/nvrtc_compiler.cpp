@@ -11,6 +11,7 @@
 
 #include "kjit/compiler.hpp"
 #include "kjit/error.hpp"
+#include "kjit/record.hpp"
 #include "kjit/version.hpp"
 
 namespace kjit {
@@ -279,12 +280,15 @@ CompiledKernel Compiler::get(const Spec& spec, const std::string& arch) {
   bool made = false;
   cache::Entry e = disk_->get_or_make(
       k, [&] { return to_entry(out = compile_with(spec, arch, headers), spec); }, &made);
-  if (made) return out;
-  if (from_entry(e, spec, arch, &out)) return out;
-  // Valid file, wrong content for this spec (cannot happen short of a key collision or a
-  // foreign writer): compile and overwrite.
-  out = compile_with(spec, arch, headers);
-  disk_->put(k, to_entry(out, spec));
+  if (!made && !from_entry(e, spec, arch, &out)) {
+    // Valid file, wrong content for this spec (cannot happen short of a key collision or a
+    // foreign writer): compile and overwrite.
+    out = compile_with(spec, arch, headers);
+    disk_->put(k, to_entry(out, spec));
+  }
+  // The closure the key covers, not a fresh read: a header replaced meanwhile cannot be recorded
+  // under this specialization.
+  if (recorder_ && !Recorder::in_op_build()) recorder_->kernel(spec, headers);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "cuda_driver.hpp"
 #include "kjit/cuda.hpp"
 #include "kjit/error.hpp"
+#include "kjit/record.hpp"
 #include "loaded_kernel.hpp"
 
 namespace kjit {
@@ -228,6 +229,9 @@ void Runtime::Impl::load(Slot& s, const Spec& spec) {
 }
 
 Runtime::Runtime(RuntimeOptions opts) : impl_(std::make_unique<Impl>()) {
+  // Before the context is retained: a throwing constructor runs no destructor to release it.
+  std::shared_ptr<Recorder> recorder;
+  if (!opts.record.empty()) recorder = std::make_shared<Recorder>(opts.record);
   detail::driver();  // throws NoDriver/NoDevice with the reason
   int ordinal = opts.device >= 0 ? opts.device : device_from_env();
   int count = 0;
@@ -248,6 +252,12 @@ Runtime::Runtime(RuntimeOptions opts) : impl_(std::make_unique<Impl>()) {
     impl_->props.context_sm_count = context_sm_count(impl_->props.sm_count);
   }
   impl_->compiler = std::make_unique<Compiler>(std::move(opts.cache));
+  impl_->compiler->set_recorder(std::move(recorder));
+}
+
+std::string RuntimeOptions::record_from_env() {
+  const char* s = std::getenv("KJIT_RECORD");
+  return s ? std::string(s) : std::string();
 }
 
 Runtime::~Runtime() {

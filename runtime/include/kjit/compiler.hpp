@@ -14,6 +14,8 @@
 
 namespace kjit {
 
+class Recorder;
+
 struct CompiledKernel {
   std::string instantiation;  // the name expression
   std::string lowered_name;   // the mangled symbol to look up in the module
@@ -47,6 +49,12 @@ class Compiler {
   CompilerStats stats() const;
   cache::DiskCache& disk_cache() { return *disk_; }
 
+  // Records every specialization get() returns to `r` (kjit/record.hpp), except those an op's
+  // recorded plan build loads (Recorder::in_op_build). Set it before the compiler is shared
+  // between threads; a Runtime sets it from RuntimeOptions::record. nullptr: no recording.
+  void set_recorder(std::shared_ptr<Recorder> r) { recorder_ = std::move(r); }
+  Recorder* recorder() const { return recorder_.get(); }
+
   // The cache key of a specialization (exposed for tools and tests).
   cache::Key key(const Spec& spec, const std::string& arch);
 
@@ -75,6 +83,7 @@ class Compiler {
 
   TemplateSet templates_;
   std::unique_ptr<cache::DiskCache> disk_;
+  std::shared_ptr<Recorder> recorder_;
   std::atomic<uint64_t> compiles_{0};
   std::atomic<uint64_t> compile_us_{0};
 };

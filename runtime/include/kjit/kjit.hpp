@@ -7,6 +7,7 @@
 #include "kjit/dtype.hpp"
 #include "kjit/error.hpp"
 #include "kjit/kernel.hpp"
+#include "kjit/record.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/spec.hpp"
 #include "kjit/templates.hpp"

@@ -47,6 +47,11 @@ struct DeviceProps {
 struct RuntimeOptions {
   int device = -1;  // -1: KJIT_DEVICE if set, else 0
   cache::Options cache = cache::Options::from_env();
+  // A recording of every specialization this runtime compiles or loads (kjit/record.hpp), for
+  // kjit-precompile; "" records nothing. Starts from KJIT_RECORD. A path that cannot be recorded
+  // to makes the constructor throw Error(Io) naming it and the reason.
+  std::string record = record_from_env();
+  static std::string record_from_env();  // KJIT_RECORD, or ""
 };
 
 struct RuntimeStats {

@@ -6,9 +6,11 @@
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/record.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "ops/env.hpp"
 #include "ops/group_norm_plan.hpp"
+#include "ops/problem_json.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -228,6 +230,7 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
   const detail::GnKey key = detail::make_key(p, aligned, tune, forced);
   if (const detail::GnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<detail::GnPlan> {
+    const op::ProblemScope rec = op::record_problem(rt, [&] { return group_norm_problem_json(p); });
     if (forced) {
       validate_config(p, *forced, rt.props().cc(), aligned);
       auto plan = detail::build_plan(rt, p, *forced, stream);

@@ -2,10 +2,12 @@
 // specs_for, for kjit-precompile and the other tools.
 #include <cctype>
 
+#include "json_text.hpp"
 #include "kjit/error.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/reference.hpp"
+#include "problem_json.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -23,6 +25,7 @@ class GroupNormOpProblem : public op::OpProblem {
     if (p_.N == 0 || p_.S == 0) return {};  // an empty tensor: the runtime launches nothing
     return group_norm_specs_for(p_, t, options(autotune), aligned);
   }
+  std::string fields_json() const override { return group_norm_problem_json(p_); }
 
   // x, [weight], [bias], y.
   std::vector<op::Operand> operands() const override {
@@ -116,6 +119,24 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
 }
 
 }  // namespace
+
+std::string group_norm_problem_json(const GroupNormProblem& p) {
+  // The spatial dims as one (S): from_shape multiplies them, so [N, C, S] is the same problem.
+  const bool nhwc = p.layout == Layout::NHWC;
+  const std::string shape = "[" + std::to_string(p.N) + "," + std::to_string(nhwc ? p.S : p.C) +
+                            "," + std::to_string(nhwc ? p.C : p.S) + "]";
+  return detail::JsonObject()
+      .add("op", "group_norm")
+      .add("dtype", dtype_name(p.dtype))
+      .add("param_dtype", dtype_name(p.param_dtype))
+      .add("layout", layout_name(p.layout))
+      .raw("shape", shape)
+      .add("groups", p.groups)
+      .add("activation", activation_name(p.activation))
+      .add("weight", p.has_weight)
+      .add("bias", p.has_bias)
+      .text();
+}
 
 op::OpInfo group_norm_op_info() {
   return {"group_norm", "y = act(group_norm(x, groups, weight, bias, eps)), NCHW or NHWC",

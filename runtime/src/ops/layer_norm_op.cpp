@@ -2,10 +2,12 @@
 // fields, their specs_for, and the bench case the generic harness runs.
 #include <cctype>
 
+#include "json_text.hpp"
 #include "kjit/error.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/layer_norm_reference.hpp"
+#include "problem_json.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -19,6 +21,7 @@ class LayerNormOpProblem : public op::OpProblem {
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return layer_norm_specs_for(p_, t, options(autotune), aligned);
   }
+  std::string fields_json() const override { return layer_norm_problem_json(p_); }
 
   // x, [residual], [weight], [bias], y, [sum].
   std::vector<op::Operand> operands() const override {
@@ -116,6 +119,18 @@ const char* const kFields =
     "residual (false: normalize x + residual and write the sum), activation (none)";
 
 }  // namespace
+
+std::string layer_norm_problem_json(const LayerNormProblem& p) {
+  detail::JsonObject o;
+  o.add("op", norm_kind_name(p.kind))
+      .add("dtype", dtype_name(p.dtype))
+      .add("param_dtype", dtype_name(p.param_dtype))
+      .add("rows", p.rows)
+      .add("width", p.width)
+      .add("weight", p.has_weight);
+  if (p.kind == NormKind::LayerNorm) o.add("bias", p.has_bias);  // RMSNorm has no bias field
+  return o.add("residual", p.residual).add("activation", activation_name(p.activation)).text();
+}
 
 op::OpInfo layer_norm_op_info() {
   return {"layer_norm", "y = act(layer_norm(x [+ residual], [width], weight, bias, eps))",

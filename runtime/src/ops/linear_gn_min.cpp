@@ -10,9 +10,11 @@
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/record.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "ops/env.hpp"
 #include "ops/linear_gn_min_plan.hpp"
+#include "ops/problem_json.hpp"
 
 namespace kjit::ops {
 
@@ -129,6 +131,9 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
   if (const detail::LgmPlan* plan = st.plans.find(key)) return *plan;
   throw_if_capturing(rt, stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
   return *st.plans.find_or_build(key, [&] {
+    const op::ProblemScope rec = op::record_problem(rt, [&] {
+      return linear_gn_min_problem_json(p, static_cast<LinearBiasAdd>(key.bias_add));
+    });
     auto plan = std::make_unique<detail::LgmPlan>();
     plan->ws = detail::LgmWorkspace::of(p);
     if (key.autotune) {

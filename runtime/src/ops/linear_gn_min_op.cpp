@@ -5,10 +5,12 @@
 #include <cctype>
 #include <cmath>
 
+#include "json_text.hpp"
 #include "kjit/error.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/reference.hpp"
+#include "problem_json.hpp"
 
 namespace kjit::ops {
 namespace {
@@ -26,6 +28,7 @@ class LinearGnMinOpProblem : public op::OpProblem {
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return linear_gn_min_specs_for(p_, t, options(autotune), aligned);
   }
+  std::string fields_json() const override { return linear_gn_min_problem_json(p_, bias_add_); }
 
   // x, weight, linear_bias, gamma, beta, bias, out; nn.Linear's init scale keeps Y = O(1).
   std::vector<op::Operand> operands() const override {
@@ -127,6 +130,20 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
 }
 
 }  // namespace
+
+std::string linear_gn_min_problem_json(const LinearGnMinProblem& p, LinearBiasAdd bias_add) {
+  const bool bf16 = p.precision == Precision::Bf16Inputs;  // the manifest's dtype bf16
+  return detail::JsonObject()
+      .add("op", "linear_gn_min")
+      .add("dtype", bf16 ? "bf16" : "f32")
+      .add("precision", precision_name(p.precision))
+      .add("M", p.M)
+      .add("K", p.K)
+      .add("N", p.N)
+      .add("groups", p.G)
+      .add("bias_add", bias_add_name(bias_add))
+      .text();
+}
 
 op::OpInfo linear_gn_min_op_info() {
   return {"linear_gn_min", "out = min(group_norm(x W^T + linear_bias), dim=1) + bias",

@@ -99,6 +99,10 @@ class OpProblem {
   // The op's specs_for: every specialization a call compiles on `t`, for 16-byte aligned
   // pointers or not, with autotuning's candidates or without; none for an empty problem.
   virtual std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const = 0;
+  // The problem as a manifest object, {"op": "<name>", <fields>} on one line, that the op's
+  // parser reads back to the same problem: what a recording stores (kjit/op/record.hpp). ""
+  // (the default) when the op cannot state it; its kernels are then recorded one by one.
+  virtual std::string fields_json() const { return {}; }
 
   // The bench case. Operands in the order run() takes their device pointers.
   virtual std::vector<Operand> operands() const = 0;
