@@ -2,9 +2,10 @@
 // first calls load cubins from disk instead of waiting for NVRTC.
 //
 // Problems (from manifests, --problem options, or the embedded default manifest) go through the
-// op registry (manifest.cpp) to the exact specializations the runtime compiles for them; the
-// distinct (specialization, arch) pairs are compiled by -j worker threads through one
-// kjit::Compiler, which looks in the disk cache first.
+// op registry (manifest.cpp) to the exact specializations the runtime compiles for them; kernel
+// entries (a recording's, kernel_entry.cpp) name theirs, with their headers' texts checked
+// against the recorded hashes. The distinct (specialization, arch) pairs are compiled by -j
+// worker threads through kjit::Compilers that look in the disk cache first.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "kernel_entry.hpp"
 #include "kjit/kjit.hpp"
 #include "kjit/op/registry.hpp"
 #include "manifest.hpp"
@@ -50,9 +52,11 @@ const char* status_name(Status s) {
 
 // One distinct (specialization, arch) to compile, and the problems that need it.
 struct Job {
-  Job(kjit::Spec s, Target t) : spec(std::move(s)), target(std::move(t)) {}
+  Job(kjit::Spec s, Target t, kjit::Compiler* c)
+      : spec(std::move(s)), target(std::move(t)), compiler(c) {}
   kjit::Spec spec;
   Target target;
+  kjit::Compiler* compiler;          // holds the texts of the spec's headers
   std::vector<std::string> entries;  // ProblemEntry::name() of each problem that asked for it
   std::set<std::string> entry_set;   // the same names, to add each once in O(log n)
   Status status = Status::Pending;
@@ -133,8 +137,16 @@ class Reporter {
     const size_t fill = total_ ? finished_ * kWidth / total_ : kWidth;
     std::string bar(fill, '#');
     bar.append(kWidth - fill, '.');
-    std::printf("\r\033[K[%s] %zu/%zu  compiled %zu  cached %zu  failed %zu  %.1fs", bar.c_str(),
-                finished_, total_, compiled_, cached_, failed_, seconds_since(t0_));
+    const double secs = seconds_since(t0_);
+    std::string eta;  // the mean time per kernel so far, times the kernels left
+    if (finished_ > 0 && finished_ < total_)
+      eta = "  ETA " +
+            std::to_string(static_cast<int>(secs / static_cast<double>(finished_) *
+                                                static_cast<double>(total_ - finished_) +
+                                            0.5)) +
+            "s";
+    std::printf("\r\033[K[%s] %zu/%zu  compiled %zu  cached %zu  failed %zu  %.1fs%s", bar.c_str(),
+                finished_, total_, compiled_, cached_, failed_, secs, eta.c_str());
     std::fflush(stdout);
     drawn_ = true;
   }
@@ -155,7 +167,8 @@ std::string not_stored_reason(kjit::Compiler& compiler) {
   return "evicted at once by the size cap (KJIT_CACHE_MAX_SIZE)";
 }
 
-void compile_job(kjit::Compiler& compiler, Job& job) {
+void compile_job(Job& job) {
+  kjit::Compiler& compiler = *job.compiler;
   const auto t0 = Clock::now();
   try {
     kjit::CompiledKernel k = compiler.get(job.spec, job.target.arch);
@@ -201,7 +214,7 @@ int run(int argc, char** argv) {
       "ahead of time and without a GPU.\nWith no manifest and no --problem, the embedded default "
       "manifest (the seed workloads) is used."};
   std::vector<std::string> manifests, problem_args, arch_args;
-  std::string cache_dir;
+  std::string cache_dir, templates_dir;
   unsigned jobs_n = std::max(1u, std::thread::hardware_concurrency());
   int sm_count = 0;
   bool all_candidates = false, unaligned = false, json_out = false, quiet = false;
@@ -221,6 +234,10 @@ int run(int argc, char** argv) {
   app.add_option("--cache-dir", cache_dir,
                  "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
                  "~/.cache/kjit)")
+      ->check(kjit::tools::not_empty);
+  app.add_option("--templates", templates_dir,
+                 "a folder with the app's template headers under their registered names, for "
+                 "kernel entries whose recording has no bundle (<manifest>.d)")
       ->check(kjit::tools::not_empty);
   app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
       ->check(CLI::Range(1u, 1024u));
@@ -268,7 +285,7 @@ int run(int argc, char** argv) {
   }
   size_t bad_problem_args = 0;  // --problem values that did not parse (not in `entries`)
   for (size_t i = 0; i < problem_args.size(); ++i) {
-    ProblemEntry pe{"--problem", i, json()};
+    ProblemEntry pe{"--problem", i, json(), 0, ""};
     try {
       pe.problem = kjit::tools::parse_problem_arg(problem_args[i]);
     } catch (const EntryError& e) {
@@ -309,12 +326,45 @@ int run(int argc, char** argv) {
     return 2;
   }
 
-  // ---- jobs: distinct (specialization, arch), in manifest order ----
+  // ---- cache (made here: kernel entries register their headers in its compilers) ----
+  const kjit::cache::Mode mode =
+      dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
+  kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
+  std::vector<std::string> bundles;  // each manifest file's recording bundle, <path>.d
+  for (const auto& path : manifests)
+    if (path != "-") bundles.push_back(path + ".d");
+  kjit::tools::HeaderSource headers(bundles, templates_dir);
+  kjit::tools::KernelCompilers kernel_compilers(compiler, [&] {
+    return std::make_unique<kjit::Compiler>(kjit::tools::cache_options(cache_dir, mode));
+  });
+
+  // ---- jobs: distinct (specialization, arch), op problems in manifest order, then kernels ----
   std::vector<Job> jobs;
   std::map<std::string, size_t> job_index;
   std::vector<const json*> passed;  // the problems whose entries gave no failure
+  auto add_job = [&](kjit::Spec s, const Target& t, kjit::Compiler* c, const ProblemEntry& pe) {
+    const std::string id = t.arch + "|" + std::to_string(reinterpret_cast<uintptr_t>(c)) + "|" +
+                           s.header() + "|" + s.instantiation();
+    auto [it, fresh] = job_index.emplace(id, jobs.size());
+    if (fresh) jobs.emplace_back(std::move(s), t, c);
+    Job& j = jobs[it->second];
+    if (j.entry_set.insert(pe.name()).second) j.entries.push_back(pe.name());
+  };
+  struct Placed {
+    const ProblemEntry* pe;
+    kjit::tools::KernelEntry entry;
+    kjit::Compiler* compiler;
+  };
+  std::vector<Placed> kernels;
   for (const auto& pe : entries) {
     try {
+      if (!pe.error.empty()) throw EntryError("", pe.error);
+      if (kjit::tools::is_kernel_entry(pe.problem)) {
+        kjit::tools::KernelEntry e = kjit::tools::parse_kernel_entry(pe.problem);
+        kjit::Compiler& c = kernel_compilers.place(e, headers);
+        kernels.push_back(Placed{&pe, std::move(e), &c});
+        continue;
+      }
       for (const Target& t : targets) {
         kjit::tools::OpContext ctx;
         ctx.target = t;
@@ -322,13 +372,7 @@ int run(int argc, char** argv) {
         ctx.unaligned = unaligned;
         ctx.all_candidates = all_candidates;
         kjit::tools::OpSpecs os = kjit::tools::problem_specs(pe.problem, ctx);
-        for (kjit::Spec& s : os.specs) {
-          const std::string id = t.arch + "|" + s.header() + "|" + s.instantiation();
-          auto [it, fresh] = job_index.emplace(id, jobs.size());
-          if (fresh) jobs.emplace_back(std::move(s), t);
-          Job& j = jobs[it->second];
-          if (j.entry_set.insert(pe.name()).second) j.entries.push_back(pe.name());
-        }
+        for (kjit::Spec& s : os.specs) add_job(std::move(s), t, &compiler, pe);
       }
       passed.push_back(&pe.problem);
     } catch (const EntryError& e) {
@@ -336,6 +380,19 @@ int run(int argc, char** argv) {
       failures.push_back({pe.name(), pe.index, pe.source, e.field(), e.what()});
     } catch (const std::exception& e) {
       failures.push_back({pe.name(), pe.index, pe.source, "", e.what()});
+    }
+  }
+  // Closures are checked once every kernel entry is placed: a header registered for a later
+  // entry may be one that an earlier entry's header includes.
+  for (Placed& k : kernels) {
+    try {
+      kjit::tools::KernelCompilers::check_closure(*k.compiler, k.entry);
+      for (const Target& t : targets) add_job(k.entry.spec, t, k.compiler, *k.pe);
+      passed.push_back(&k.pe->problem);
+    } catch (const EntryError& e) {
+      failures.push_back({k.pe->name(), k.pe->index, k.pe->source, e.field(), e.what()});
+    } catch (const std::exception& e) {
+      failures.push_back({k.pe->name(), k.pe->index, k.pe->source, "", e.what()});
     }
   }
   for (size_t i = reported; i < failures.size(); ++i) report(failures[i]);
@@ -350,10 +407,6 @@ int run(int argc, char** argv) {
     return failures.empty() ? 0 : 1;
   }
 
-  // ---- cache ----
-  const kjit::cache::Mode mode =
-      dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
-  kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
   if (const std::string refused =
           kjit::tools::refused_text("kjit-precompile", compiler.disk_cache());
       !refused.empty()) {
@@ -373,8 +426,8 @@ int run(int argc, char** argv) {
     size_t present = 0;
     json out = json::array();
     for (Job& j : jobs) {
-      const kjit::cache::Key key = compiler.key(j.spec, j.target.arch);
-      const bool have = compiler.disk_cache().get(key).has_value();
+      const kjit::cache::Key key = j.compiler->key(j.spec, j.target.arch);
+      const bool have = j.compiler->disk_cache().get(key).has_value();
       present += have;
       if (json_out) {
         out.push_back({{"instantiation", j.spec.instantiation()},
@@ -415,7 +468,7 @@ int run(int argc, char** argv) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
-      compile_job(compiler, jobs[i]);
+      compile_job(jobs[i]);
       reporter.done(jobs[i]);
     }
   };
@@ -429,7 +482,11 @@ int run(int argc, char** argv) {
 
   const size_t compiled = reporter.compiled(), cached = reporter.cached();
   const size_t failed_kernels = reporter.failed(), failed = failed_kernels + failures.size();
-  const kjit::CompilerStats st = compiler.stats();
+  double nvrtc_ms = compiler.stats().nvrtc_ms;  // the kernel entries' compilers' too
+  std::set<kjit::Compiler*> others;
+  for (const Job& j : jobs)
+    if (j.compiler != &compiler && others.insert(j.compiler).second)
+      nvrtc_ms += j.compiler->stats().nvrtc_ms;
   const double rate = secs > 0 ? static_cast<double>(compiled) / secs : 0.0;
 
   if (json_out) {
@@ -443,7 +500,7 @@ int run(int argc, char** argv) {
     out["problems"] = entries.size() + bad_problem_args;
     out["seconds"] = secs;
     out["kernels_per_second"] = rate;
-    out["nvrtc_ms"] = st.nvrtc_ms;
+    out["nvrtc_ms"] = nvrtc_ms;
     out["jobs"] = nthreads;
     out["archs"] = json::array();
     for (const auto& t : targets) out["archs"].push_back(t.arch);

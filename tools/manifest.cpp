@@ -49,13 +49,74 @@ std::optional<std::string> find_mark(const json& v) {
   return std::nullopt;
 }
 
+// Whether `line` is one JSON Lines entry: a whole JSON object with "op" or "kernel".
+bool entry_line(const std::string& line) {
+  try {
+    const json j = parse_json(line, BadValues::Mark);
+    return j.is_object() && (j.contains("op") || j.contains("kernel"));
+  } catch (const JsonError&) {
+    return false;
+  }
+}
+
+// JSON Lines (a recording): the first line that is not blank is an entry, or it is torn (a
+// recorder killed mid-line) and the second is one, in a text that is not one JSON document. A
+// classic manifest's first line ("{", or a one-line {"problems": ...}) is no entry.
+bool json_lines(const std::string& text) {
+  std::vector<std::string> first;  // the first two lines that are not blank
+  for (size_t pos = 0, nl; pos < text.size() && first.size() < 2; pos = nl + 1) {
+    nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(pos, nl - pos);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) first.push_back(std::move(line));
+  }
+  if (first.empty()) return false;
+  if (entry_line(first[0])) return true;
+  if (first.size() < 2 || !entry_line(first[1])) return false;
+  try {
+    parse_json(first[0], BadValues::Mark);
+    return false;  // a whole first line that is no entry: not a recording
+  } catch (const JsonError&) {
+  }
+  try {
+    parse_json(text, BadValues::Mark);
+    return false;
+  } catch (const JsonError&) {
+    return true;
+  }
+}
+
+Manifest parse_json_lines(const std::string& text, const std::string& source) {
+  Manifest m;
+  size_t line_no = 0;
+  for (size_t pos = 0, nl; pos < text.size(); pos = nl + 1) {
+    nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    ++line_no;
+    const std::string line = text.substr(pos, nl - pos);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ProblemEntry e{source, m.problems.size(), json(), line_no, ""};
+    try {
+      e.problem = parse_json(line, BadValues::Mark);
+    } catch (const JsonError& err) {
+      e.error = err.what();
+    }
+    m.problems.push_back(std::move(e));
+  }
+  return m;
+}
+
+}  // namespace
+
 // A problem holding a marked value fails alone, naming the field that holds it.
-void throw_marked(const json& problem) {
+void check_marks(const json& problem) {
   if (auto m = json_mark(problem)) throw EntryError("", *m);
   if (!problem.is_object()) return;
   for (auto it = problem.begin(); it != problem.end(); ++it)
     if (auto m = find_mark(it.value())) throw EntryError(it.key(), *m);
 }
+
+namespace {
 
 // A short-form token that looks like a shape (digits and signs around x's: "8x256x24x24") as its
 // dims, else nullopt. A dim that is no 64-bit integer is an error naming it, rather than "not a
@@ -130,12 +191,13 @@ std::pair<std::string, json> short_field(const std::string& t) {
 }  // namespace
 
 std::string ProblemEntry::name() const {
+  if (line > 0) return source + ": line " + std::to_string(line);
   if (source == "--problem") return source + "[" + std::to_string(index) + "]";
   return source + ": problems[" + std::to_string(index) + "]";
 }
 
 OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
-  throw_marked(problem);
+  check_marks(problem);
   if (!problem.is_object()) throw EntryError("", "must be a JSON object, got " + shown(problem));
   if (!problem.contains("op")) throw EntryError("op", "missing (the op's name, e.g. group_norm)");
   const json& op = problem.at("op");
@@ -163,6 +225,7 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& source) {
+  if (json_lines(text)) return parse_json_lines(text, source);
   json j;
   try {
     j = parse_json(text, BadValues::Mark);  // a bad number fails its problem, not the file
@@ -192,7 +255,7 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   if (!problems->is_array())
     throw ManifestError(source + ": \"problems\" must be an array of problem objects");
   for (size_t i = 0; i < problems->size(); ++i)
-    m.problems.push_back(ProblemEntry{source, i, problems->at(i)});
+    m.problems.push_back(ProblemEntry{source, i, problems->at(i), 0, ""});
   return m;
 }
 

@@ -38,7 +38,9 @@ struct ProblemEntry {
   std::string source;  // a manifest path, "default manifest", or "--problem"
   size_t index = 0;    // position in its source's "problems" array (or among --problem options)
   nlohmann::json problem;
-  std::string name() const;  // "ci.json: problems[3]", "--problem[0]"
+  size_t line = 0;           // its line in a JSON Lines manifest (a recording), 0 otherwise
+  std::string error;         // a line that is not JSON: why (the entry fails alone)
+  std::string name() const;  // "ci.json: problems[3]", "--problem[0]", "rec.jsonl: line 7"
 };
 
 struct Manifest {
@@ -46,7 +48,10 @@ struct Manifest {
   std::vector<std::string> archs;  // the manifest's optional "archs" (empty when absent)
 };
 
-// {"problems": [ {...}, ... ], "archs": ["sm_90"]} or a bare array of problems.
+// {"problems": [ {...}, ... ], "archs": ["sm_90"]}, a bare array of problems, or JSON Lines
+// (what a recording writes, kjit/record.hpp): one problem or kernel entry per line, recognized
+// by a first line that is a whole JSON object without "problems". In JSON Lines a line that is not
+// JSON (a recorder killed mid-line) fails alone; blank lines are skipped.
 Manifest parse_manifest(const std::string& text, const std::string& source);
 Manifest load_manifest_file(const std::string& path);  // "-" reads stdin
 const std::string& default_manifest_text();
@@ -72,6 +77,10 @@ struct OpSpecs {
   std::string describe;     // the problem, as the op's describe() prints it
   std::vector<Spec> specs;  // without duplicates; empty when the runtime launches nothing
 };
+
+// Throws EntryError for a value parse_json marked (a number out of range, a key given twice),
+// naming the top-level field that holds it.
+void check_marks(const nlohmann::json& entry);
 
 // Looks up problem["op"] in the op registry and derives its specializations through the op's
 // specs_for. Throws EntryError naming the field for a missing, unknown or invalid field.

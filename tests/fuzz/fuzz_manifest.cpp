@@ -3,9 +3,14 @@
 // form), and every problem either gives is derived as the tool derives it (problem_specs, i.e. the
 // ops' own config heuristics) for a few targets, plus those of the manifest's "archs".
 //
-// The documented refusals: ManifestError from parse_manifest, EntryError from parse_problem_arg and
-// problem_specs, kjit::Error from parse_target. Any other exception (the tool would report an entry
-// without its field, or stop) is a finding, as are crashes, hangs and sanitizer reports.
+// Kernel entries (a recording's, tools/kernel_entry.hpp) go through parse_kernel_entry, their
+// headers' texts through a HeaderSource with no bundle (so only kjit's built-ins are found), and
+// those whose texts are all found are placed in a compiler and their closure checked.
+//
+// The documented refusals: ManifestError from parse_manifest, EntryError from parse_problem_arg,
+// problem_specs and the kernel entry steps, kjit::Error from parse_target. Any other exception (the
+// tool would report an entry without its field, or stop) is a finding, as are crashes, hangs and
+// sanitizer reports.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_entry.hpp"
+#include "kjit/compiler.hpp"
 #include "kjit/error.hpp"
 #include "kjit/op/target.hpp"
 #include "manifest.hpp"
@@ -57,6 +64,24 @@ kjit::Target device(int cc, int sm_count, int64_t max_smem_per_block) {
   return t;
 }
 
+// A kernel entry as kjit-precompile takes it, short of compiling: parsed, its headers' texts
+// found (built-ins only: no bundle, no --templates), placed, its closure checked.
+void kernel_entry(const nlohmann::json& entry) {
+  expect<EntryError>("kernel entry", [&] {
+    const kjit::tools::KernelEntry e = kjit::tools::parse_kernel_entry(entry);
+    if (e.spec.instantiation().empty() || !e.headers.count(e.spec.header()))
+      fail("parse_kernel_entry accepted an entry without its kernel or its header");
+    kjit::cache::Options off;
+    off.mode = kjit::cache::Mode::Off;
+    kjit::Compiler base(off);
+    kjit::tools::HeaderSource src({}, "");
+    kjit::tools::KernelCompilers compilers(base,
+                                           [&] { return std::make_unique<kjit::Compiler>(off); });
+    kjit::Compiler& c = compilers.place(e, src);
+    kjit::tools::KernelCompilers::check_closure(c, e);
+  });
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -82,8 +107,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   expect<EntryError>("parse_problem_arg",
                      [&] { problems.push_back(kjit::tools::parse_problem_arg(text)); });
-  for (const nlohmann::json& p : problems)
+  for (const nlohmann::json& p : problems) {
+    if (kjit::tools::is_kernel_entry(p)) {
+      kernel_entry(p);
+      continue;
+    }
     for (const OpContext& ctx : contexts)
       expect<EntryError>("problem_specs", [&] { kjit::tools::problem_specs(p, ctx); });
+  }
   return 0;
 }
