@@ -9,6 +9,7 @@
 #include "test_util.hpp"
 
 using kjit::ops::GroupNormConfig;
+using F = kjit::ops::GroupNormFamily;
 using kjit::ops::GroupNormProblem;
 using kjit::ops::Layout;
 
@@ -40,11 +41,14 @@ void check_covers(const GroupNormProblem& p, const GroupNormConfig& c) {
   CHECK(L % c.vec == 0);
   CHECK(c.threads % 32 == 0);
   CHECK((c.team == c.threads || (c.team <= 32 && (c.team & (c.team - 1)) == 0)));
-  // Streaming loops over its share; split launches a CTA per chunk, as many as cover a group.
-  if (!c.stream && !c.split && !c.pipe) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
-  if (c.split || c.pipe) CHECK((c.cluster == 1 && c.team == c.threads && !c.stream && !c.smem));
+  // Streaming loops over its share; the chunked families launch a CTA per chunk, as many as
+  // cover a group.
+  const bool chunked = c.family == F::Pipe || c.family == F::Split || c.family == F::SplitCoop;
+  if (c.family != F::Stream && !chunked) CHECK(int64_t{c.iters} * c.team * c.cluster * c.vec >= L);
+  if (chunked) CHECK((c.cluster == 1 && c.team == c.threads));
+  if (!c.staged()) CHECK(c.held == 0);
   CHECK(c.threads <= 1024);
-  CHECK(c.cluster <= (c.coop && c.smem ? 64 : 16));  // staged coop: CTAs per group, no cluster
+  CHECK(c.cluster <= (c.family == F::SmemCoop ? 64 : 16));  // staged coop: CTAs per group
 }
 
 }  // namespace
@@ -154,95 +158,96 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   GroupNormConfig seed = cfg({8, 256, 24, 24}, 32);
   CHECK(seed.team == seed.threads);
   CHECK(seed.cluster <= 2);
-  CHECK_FALSE(seed.stream);
+  CHECK(seed.family == F::Registers);
   // 32 groups of 1 MB in a 32 MB tensor: 8 staged slices of 128 KB per group, 512 threads holding
   // 8 vectors each, meeting in one cooperative launch (256 CTAs); inside a capture on a stream
   // without a workspace, streamed in 8-CTA clusters, the second read from L2.
   const GroupNormProblem big_p =
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);
   GroupNormConfig big = kjit::ops::group_norm_heuristic(big_p, 90);
-  CHECK((big.smem && big.coop && big.cluster == 8 && big.threads == 512 && big.held == 8));
+  CHECK((big.family == F::SmemCoop && big.cluster == 8 && big.threads == 512 && big.held == 8));
   GroupNormConfig big_capture = kjit::ops::group_norm_capture_fallback(big_p, 90);
   CHECK(big_capture.cluster == 8);
-  CHECK(big_capture.stream);
-  CHECK_FALSE(big_capture.smem);
+  CHECK(big_capture.family == F::Stream);
   // Groups of 512 KB-1 MB: 8 slices each (partial last ones here); 512 KB and 2 MB groups stream.
   auto f32 = [](std::vector<int64_t> shape, int64_t g) {
     return kjit::ops::group_norm_heuristic(GroupNormProblem::from_shape(shape, g, kjit::DType::F32),
                                            90);
   };
   const GroupNormConfig g977 = f32({1, 128, 250, 250}, 32);
-  CHECK((g977.smem && g977.coop && g977.cluster == 8));
+  CHECK((g977.family == F::SmemCoop && g977.cluster == 8));
   const GroupNormConfig g625 = f32({1, 128, 200, 200}, 32);
-  CHECK((g625.smem && g625.coop && g625.cluster == 8 && g625.held == 8));
-  CHECK(f32({1, 128, 128, 256}, 32).stream);
-  CHECK(f32({1, 68, 256, 512}, 17).stream);
+  CHECK((g625.family == F::SmemCoop && g625.cluster == 8 && g625.held == 8));
+  CHECK(f32({1, 128, 128, 256}, 32).family == F::Stream);
+  CHECK(f32({1, 68, 256, 512}, 17).family == F::Stream);
   // 64 groups of 1 MB (the grid would need 4 CTAs of 512 threads per SM): not staged coop.
-  CHECK_FALSE(cfg({1, 256, 256, 256}, 64).coop);
+  CHECK_FALSE(cfg({1, 256, 256, 256}, 64).cooperative());
   // 16 of them: two kernels, the second read from L2; inside a capture on a stream without a
   // workspace, staged in 16-CTA clusters.
   const GroupNormProblem fewer =
       GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32);
   GroupNormConfig split = kjit::ops::group_norm_heuristic(fewer, 90);
-  CHECK(split.split);
-  CHECK_FALSE(split.coop);
+  CHECK(split.family == F::Split);
   CHECK(split.cluster == 1);
   CHECK(split.threads * split.iters == 2048);  // 32 KB chunks
   GroupNormConfig split_fallback = kjit::ops::group_norm_capture_fallback(fewer, 90);
-  CHECK_FALSE(split_fallback.split);
+  CHECK(split_fallback.family == F::Smem);
   CHECK(split_fallback.cluster == 16);
   // 16-bit: 32 KB chunks (4096 vectors) while they give every SM one, else 16 KB.
   auto heur = [](std::vector<int64_t> shape, int64_t g, kjit::DType t) {
     return kjit::ops::group_norm_heuristic(GroupNormProblem::from_shape(shape, g, t), 90);
   };
   const GroupNormConfig b16 = heur({1, 64, 256, 256}, 16, kjit::DType::BF16);  // 256 chunks
-  CHECK((b16.split && !b16.coop && b16.threads == 256 && b16.iters == 8));
+  CHECK((b16.family == F::Split && b16.threads == 256 && b16.iters == 8));
   const GroupNormConfig b8 = heur({1, 32, 256, 256}, 8, kjit::DType::BF16);  // 128 of 32 KB
-  CHECK((b8.split && !b8.coop && b8.threads == 256 && b8.iters == 4));
+  CHECK((b8.family == F::Split && b8.threads == 256 && b8.iters == 4));
   // 32 groups of 512 KB in 16-bit: one cooperative kernel (512 chunks of 32 KB); fp32's 1024
   // chunks are more than it holds: streamed (above).
   const GroupNormConfig b32 = heur({1, 128, 256, 256}, 32, kjit::DType::F16);
-  CHECK((b32.split && b32.coop && b32.threads == 256 && b32.iters == 8 && b32.vec == 8));
+  CHECK((b32.family == F::SplitCoop && b32.threads == 256 && b32.iters == 8 && b32.vec == 8));
   const GroupNormConfig b32_fallback = kjit::ops::group_norm_capture_fallback(
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F16), 90);
-  CHECK((b32_fallback.stream && b32_fallback.cluster == 8));
-  // Unaligned pointers: scalar accesses, no split of either kind.
+  CHECK((b32_fallback.family == F::Stream && b32_fallback.cluster == 8));
+  // Unaligned pointers: scalar accesses, nothing that needs a workspace (no split of either
+  // kind).
   CHECK_FALSE(
       kjit::ops::group_norm_heuristic(
           GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::BF16), 90, false)
-          .split);
+          .needs_workspace());
   // 64 of them: staged in shared memory, a 16-CTA cluster per group.
   GroupNormConfig bigger = cfg({2, 128, 256, 256}, 32);
   CHECK(bigger.cluster == 16);
-  CHECK(bigger.smem);
-  CHECK_FALSE(bigger.stream);
+  CHECK(bigger.family == F::Smem);
   // fp32 groups of 1-2 MB in tensors L2 cannot keep: 16-CTA clusters of 512 threads, half of
   // each 128 KB slice held in registers. Larger ones: one pipelined launch of 64 KB chunks, and
   // inside a capture on a stream without a workspace, staged in 16-CTA clusters (slices of 256
   // KB, half held) or streamed where no cluster holds the group.
   GroupNormConfig two_mb = cfg({1, 256, 256, 256}, 32);
-  CHECK((two_mb.smem && two_mb.cluster == 16 && two_mb.threads == 512 && two_mb.held == 8));
+  CHECK((two_mb.family == F::Smem && two_mb.cluster == 16 && two_mb.threads == 512 &&
+         two_mb.held == 8));
   const GroupNormProblem four_mb_p =
       GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::F32);
   GroupNormConfig four_mb = kjit::ops::group_norm_heuristic(four_mb_p, 90);
-  CHECK((four_mb.pipe && four_mb.threads == 512 && four_mb.iters == 8 && four_mb.vec == 4));
+  CHECK((four_mb.family == F::Pipe && four_mb.threads == 512 && four_mb.iters == 8 &&
+         four_mb.vec == 4));
   CHECK(four_mb.needs_workspace());
   CHECK(kjit::ops::group_norm_split_chunks(four_mb_p, four_mb) == 64);
   GroupNormConfig four_mb_capture = kjit::ops::group_norm_capture_fallback(four_mb_p, 90);
-  CHECK((four_mb_capture.smem && four_mb_capture.cluster == 16 && four_mb_capture.held == 16));
+  CHECK((four_mb_capture.family == F::Smem && four_mb_capture.cluster == 16 &&
+         four_mb_capture.held == 16));
   CHECK(kjit::ops::group_norm_smem_bytes(four_mb_p, four_mb_capture) <= 227 * 1024);
   // Not for 16-bit types, sm_80, unaligned pointers, or a tensor L2 holds.
-  CHECK_FALSE(kjit::ops::group_norm_heuristic(
-                  GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::BF16), 90)
-                  .pipe);
-  CHECK_FALSE(kjit::ops::group_norm_heuristic(four_mb_p, 80).pipe);
-  CHECK_FALSE(kjit::ops::group_norm_heuristic(four_mb_p, 90, false).pipe);
-  CHECK_FALSE(cfg({1, 32, 512, 512}, 8).pipe);  // 32 MB
+  CHECK(kjit::ops::group_norm_heuristic(
+            GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::BF16), 90)
+            .family != F::Pipe);
+  CHECK(kjit::ops::group_norm_heuristic(four_mb_p, 80).family != F::Pipe);
+  CHECK(kjit::ops::group_norm_heuristic(four_mb_p, 90, false).family != F::Pipe);
+  CHECK(cfg({1, 32, 512, 512}, 8).family != F::Pipe);  // 32 MB
   GroupNormConfig huge = cfg({1, 64, 1024, 1024}, 1);
-  CHECK(huge.pipe);
+  CHECK(huge.family == F::Pipe);
   CHECK(kjit::ops::group_norm_capture_fallback(
             GroupNormProblem::from_shape({1, 64, 1024, 1024}, 1, kjit::DType::F32), 90)
-            .stream);  // beyond a cluster's registers and shared memory
+            .family == F::Stream);  // beyond a cluster's registers and shared memory
   GroupNormConfig ampere = kjit::ops::group_norm_heuristic(
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32), 80);
   CHECK(ampere.cluster == 1);  // no clusters before sm_90
@@ -291,7 +296,7 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   const GroupNormProblem few =
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);
   GroupNormConfig st = kjit::ops::group_norm_capture_fallback(few, 90);
-  REQUIRE(st.stream);
+  REQUIRE(st.family == F::Stream);
   kjit::ops::validate_config(few, st, 90, true);
   st.iters = 4096;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, st, 90, true),
@@ -299,7 +304,7 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   // Split: NCHW, one CTA per chunk, a bounded number of values per thread.
   GroupNormConfig sp = kjit::ops::group_norm_heuristic(
       GroupNormProblem::from_shape({1, 64, 256, 256}, 16, kjit::DType::F32), 90);
-  REQUIRE(sp.split);
+  REQUIRE(sp.family == F::Split);
   kjit::ops::validate_config(few, sp, 90, true);
   sp.cluster = 2;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, sp, 90, true),
@@ -323,27 +328,33 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
   sp.iters = 8;
   // coop: the one-kernel form of split, with acquire/release atomics.
   GroupNormConfig co = sp;
-  co.coop = true;
+  co.family = F::SplitCoop;
   kjit::ops::validate_config(few, co, 90, true);
   kjit::ops::validate_config(few, co, 70, true);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, co, 60, true),
                        doctest::Contains("coop needs sm_70"), kjit::Error);
-  co.split = false;
+  // A family from a cast integer is named, not run as another one.
+  co.family = static_cast<F>(9);
+  CHECK(co.describe().find(" family=9") != std::string::npos);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(few, co, 90, true),
-                       doctest::Contains("coop is a form of split or of smem staging"),
+                       doctest::Contains("family = 9 must be Registers, Stream, Smem, SmemCoop, "
+                                         "Pipe, Split or SplitCoop"),
                        kjit::Error);
+  CHECK_KJIT_ERROR(kjit::ops::group_norm_specs(few, co), kjit::Errc::InvalidArgument);
   int coop_90 = 0;
-  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 90)) coop_90 += k.coop;
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 90))
+    coop_90 += k.cooperative();
   CHECK(coop_90 > 0);
-  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 60)) CHECK_FALSE(k.coop);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(few, 60))
+    CHECK_FALSE(k.cooperative());
   const GroupNormProblem nhwc =
       GroupNormProblem::from_shape({1, 256, 256, 128}, 32, kjit::DType::F32, Layout::NHWC);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(nhwc, sp, 90, true),
                        doctest::Contains("split needs NCHW"), kjit::Error);
   GroupNormConfig sm;
   for (const auto& k : kjit::ops::group_norm_candidates(p, 90))
-    if (k.smem && k.cluster == 1 && !sm.smem) sm = k;
-  REQUIRE(sm.smem);
+    if (k.family == F::Smem && k.cluster == 1 && sm.family != F::Smem) sm = k;
+  REQUIRE(sm.family == F::Smem);
   kjit::ops::validate_config(p, sm, 90, true);
   expect(sm, "smem staging needs sm_90", 80);
   const GroupNormProblem big = GroupNormProblem::from_shape({1, 64, 512, 512}, 1, kjit::DType::F32);
@@ -388,7 +399,7 @@ TEST_CASE("heuristic and candidates cover every element, over random problems") 
           CAPTURE(c.describe());
           check_covers(p, c);
           CHECK_NOTHROW(kjit::ops::validate_config(p, c, cc, aligned));
-          if (c.smem) CHECK(cc >= 90);
+          if (c.staged()) CHECK(cc >= 90);
         }
   }
 }
@@ -441,7 +452,7 @@ TEST_CASE("candidates validate for groups with very many channels (large affine 
       for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90)) {
         CAPTURE(c.describe());
         CHECK_NOTHROW(kjit::ops::validate_config(p, c, 90, true));
-        if (c.smem) CHECK(kjit::ops::group_norm_smem_bytes(p, c) <= 227 * 1024);
+        if (c.staged()) CHECK(kjit::ops::group_norm_smem_bytes(p, c) <= 227 * 1024);
       }
     }
   }
@@ -451,7 +462,7 @@ TEST_CASE("held slices: up to 16 vectors, more than 8 only up to 512 threads") {
   const GroupNormProblem p =
       GroupNormProblem::from_shape({16, 512, 64, 64}, 32, kjit::DType::F32);  // 16384 vectors
   GroupNormConfig c = kjit::ops::group_norm_heuristic(p, 90);
-  REQUIRE(c.smem);
+  REQUIRE(c.family == F::Smem);
   CHECK(c.held == 8);
   CHECK(c.threads == 512);
   CHECK(c.cluster == 2);
@@ -477,7 +488,7 @@ TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
   const GroupNormProblem p =
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, kjit::DType::F32);  // 65536 vectors
   GroupNormConfig c;
-  c.smem = c.coop = true;
+  c.family = F::SmemCoop;
   c.vec = 4;
   c.threads = c.team = 256;
   c.held = 4;
@@ -498,7 +509,7 @@ TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 80, true),
                        doctest::Contains("smem staging needs sm_90"), kjit::Error);
   GroupNormConfig plain = c;
-  plain.coop = false;
+  plain.family = F::Smem;
   plain.cluster = 32;  // a hardware cluster stays <= 16
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, plain, 90, true),
                        doctest::Contains("cluster = 32 must be a power of two <= 16"), kjit::Error);
@@ -507,7 +518,7 @@ TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
   // for tensors the device can hold (the 40 MB streaming bound).
   int staged_coop = 0;
   for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, 90)) {
-    if (!(k.smem && k.coop)) continue;
+    if (k.family != F::SmemCoop) continue;
     ++staged_coop;
     kjit::ops::validate_config(p, k, 90, true);
     CHECK(k.cluster * 32 <= 8 * 132);
@@ -518,8 +529,8 @@ TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
   const GroupNormProblem big =
       GroupNormProblem::from_shape({1, 256, 256, 256}, 32, kjit::DType::F32);  // 64 MB
   for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(big, 90))
-    CHECK_FALSE((k.smem && k.coop));
-  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, 80)) CHECK_FALSE(k.smem);
+    CHECK(k.family != F::SmemCoop);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, 80)) CHECK_FALSE(k.staged());
 }
 
 // Every staged coop candidate of a few problems compiles: each dtype, partial last slices, a
@@ -534,7 +545,7 @@ TEST_CASE("staged cooperative GroupNorm kernels compile with NVRTC for every dty
     p.activation =
         t == kjit::DType::BF16 ? kjit::ops::Activation::None : kjit::ops::Activation::SiLU;
     for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90)) {
-      if (!(c.smem && c.coop)) continue;
+      if (c.family != F::SmemCoop) continue;
       const kjit::Spec s = kjit::ops::group_norm_specs(p, c).at(0);
       CAPTURE(s.instantiation());
       CHECK(probe.compile(s, "sm_90").binary.size() > 0);
@@ -549,7 +560,7 @@ TEST_CASE("pipelined GroupNorm configs: rules, candidates, kernels") {
   const GroupNormProblem p =
       GroupNormProblem::from_shape({1, 128, 512, 512}, 32, kjit::DType::F32);  // 262144 vectors
   GroupNormConfig c = kjit::ops::group_norm_heuristic(p, 90);
-  REQUIRE(c.pipe);
+  REQUIRE(c.family == F::Pipe);
   kjit::ops::validate_config(p, c, 90, true);
   kjit::ops::validate_config(p, c, 70, true);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 61, true),
@@ -561,7 +572,7 @@ TEST_CASE("pipelined GroupNorm configs: rules, candidates, kernels") {
       doctest::Contains("pipe takes chunks of threads * iters vectors a CTA at a time"),
       kjit::Error);
   bad = c;
-  bad.split = true;
+  bad.team = 32;
   CHECK_THROWS_WITH_AS(
       kjit::ops::validate_config(p, bad, 90, true),
       doctest::Contains("pipe takes chunks of threads * iters vectors a CTA at a time"),
@@ -596,7 +607,7 @@ TEST_CASE("pipelined GroupNorm configs: rules, candidates, kernels") {
       const GroupNormProblem q = GroupNormProblem::from_shape({1, 128, 512, 512}, 32, t);
       int pipes = 0;
       for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(q, 90, aligned)) {
-        if (!k.pipe) continue;
+        if (k.family != F::Pipe) continue;
         ++pipes;
         kjit::ops::validate_config(q, k, 90, aligned);
         CHECK(k.iters * k.vec <= 32);
@@ -608,10 +619,11 @@ TEST_CASE("pipelined GroupNorm configs: rules, candidates, kernels") {
       CHECK(pipes == (aligned && t == kjit::DType::BF16 ? 2 : 4));
     }
   }
-  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(nhwc, 90)) CHECK_FALSE(k.pipe);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(nhwc, 90))
+    CHECK(k.family != F::Pipe);
   for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(
            GroupNormProblem::from_shape({16, 512, 64, 64}, 32, kjit::DType::F32), 90))
-    CHECK_FALSE(k.pipe);  // 32768 elements a group: 8192 vectors
+    CHECK(k.family != F::Pipe);  // 32768 elements a group: 8192 vectors
 }
 
 // Every pipe candidate of a few problems compiles: each dtype, 16-byte vectors and scalar
@@ -627,7 +639,7 @@ TEST_CASE("pipelined GroupNorm kernels compile with NVRTC for every dtype and ac
       p.has_weight = aligned;
       p.activation = aligned ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
       for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90, aligned)) {
-        if (!c.pipe) continue;
+        if (c.family != F::Pipe) continue;
         const kjit::Spec s = kjit::ops::group_norm_specs(p, c).at(0);
         CAPTURE(s.instantiation());
         CHECK(probe.compile(s, "sm_90").binary.size() > 0);
@@ -653,20 +665,20 @@ TEST_CASE("split GroupNorm kernels compile with NVRTC for every dtype and access
       p.has_bias = aligned;
       p.activation = aligned ? kjit::ops::Activation::SiLU : kjit::ops::Activation::None;
       for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, 90, aligned)) {
-        if (!c.split || c.threads != 256) continue;
+        if ((c.family != F::Split && c.family != F::SplitCoop) || c.threads != 256) continue;
         CHECK(c.vec == (aligned ? 16 / static_cast<int>(kjit::dtype_size(t)) : 1));
         const std::vector<kjit::Spec> specs = kjit::ops::group_norm_specs(p, c);
-        CHECK(specs.size() == (c.coop ? 1u : 2u));
+        CHECK(specs.size() == (c.family == F::SplitCoop ? 1u : 2u));
         for (const kjit::Spec& s : specs) {
           CAPTURE(s.instantiation());
           const std::string name = s.instantiation().substr(0, s.instantiation().find('<'));
-          CHECK(name == (c.coop                 ? "kjit::gn_coop"
-                         : &s == &specs.front() ? "kjit::gn_partials"
-                                                : "kjit::gn_apply"));
+          CHECK(name == (c.family == F::SplitCoop ? "kjit::gn_coop"
+                         : &s == &specs.front()   ? "kjit::gn_partials"
+                                                  : "kjit::gn_apply"));
           CHECK(probe.compile(s, "sm_90").binary.size() > 0);
         }
         ++configs;
-        coop += c.coop;
+        coop += c.family == F::SplitCoop;
       }
     }
   }
@@ -685,14 +697,14 @@ TEST_CASE("GroupNorm templates compile with NVRTC for sm_90 over >= 100 random s
     // pair, when the problem has any.
     std::vector<GroupNormConfig> smem, split;
     for (const auto& c : cands) {
-      if (c.smem) smem.push_back(c);
-      if (c.split) split.push_back(c);
+      if (c.staged()) smem.push_back(c);
+      if (c.family == F::Split || c.family == F::SplitCoop) split.push_back(c);
     }
     if (i % 3 == 1 && !smem.empty()) cands = smem;
     if (i % 3 == 2 && !split.empty()) cands = split;
     const GroupNormConfig& c = cands[kjit_test::uniform(0, static_cast<int64_t>(cands.size()) - 1)];
     const std::vector<kjit::Spec> specs = kjit::ops::group_norm_specs(p, c);
-    CHECK(specs.size() == (c.split && !c.coop ? 2u : 1u));
+    CHECK(specs.size() == (c.family == F::Split ? 2u : 1u));
     for (const kjit::Spec& s : specs) {
       CAPTURE(s.instantiation());
       CHECK(probe.compile(s, i % 10 == 0 ? "sm_80" : "sm_90").binary.size() > 0);

@@ -26,6 +26,7 @@
 using kjit::DType;
 using kjit::ops::Activation;
 using kjit::ops::GroupNormConfig;
+using F = kjit::ops::GroupNormFamily;
 using kjit::ops::GroupNormProblem;
 using kjit::ops::Layout;
 using kjit_test::runtime;
@@ -239,7 +240,7 @@ int run_candidates(const std::vector<Case>& cases, Pick pick, uint64_t seed_offs
       try {
         r = run_case(c, stream, kjit_test::seed() + seed_offset + i);
       } catch (const kjit::Error& e) {
-        const bool refused = cfg.coop && unschedulable &&
+        const bool refused = cfg.cooperative() && unschedulable &&
                              std::string(e.what()).find("cannot be scheduled") != std::string::npos;
         if (!refused) throw;
         ++*unschedulable;
@@ -354,7 +355,8 @@ TEST_CASE("group_norm: a fresh thread on the per-thread default stream") {
 TEST_CASE("group_norm: a split plan from fresh threads on the per-thread default stream") {
   if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
   Case cs = named({1, 64, 256, 256}, 16, DType::BF16);
-  REQUIRE(kjit::ops::prepare_group_norm(runtime(), cs.p).split);  // the plan, not just the choice
+  // The plan's config, not just the heuristic's choice.
+  REQUIRE(kjit::ops::prepare_group_norm(runtime(), cs.p).family == F::Split);
   std::vector<std::future<Result>> runs;
   for (int i = 0; i < 3; ++i)
     runs.push_back(std::async(std::launch::async, [&, i] {
@@ -370,7 +372,7 @@ TEST_CASE("group_norm: split plans from several threads on one stream") {
   auto& rt = runtime();
   if (rt.props().cc() < 90) return;  // the heuristic splits on sm_90 only
   const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::BF16);
-  REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
+  REQUIRE(kjit::ops::prepare_group_norm(rt, p).family == F::Split);
   constexpr int kThreads = 3, kRounds = 16;  // a y per round: every call is checked
   const size_t n = static_cast<size_t>(p.N * p.C * p.S);
   const auto w = kjit::host::random_normal(p.dtype, 64, 1.f, 0.5f, 71);
@@ -541,7 +543,7 @@ std::vector<Case> smem_cases() {
 TEST_CASE("group_norm: every shared-memory-staged candidate over named and random shapes") {
   if (runtime().props().cc() < 90) return;
   const int runs = run_candidates(
-      smem_cases(), [](const GroupNormConfig& c) { return c.smem && !c.coop; }, 1000);
+      smem_cases(), [](const GroupNormConfig& c) { return c.family == F::Smem; }, 1000);
   CHECK(runs >= 40);
   MESSAGE(runs << " smem-staged (case, config) runs");
 }
@@ -553,7 +555,7 @@ TEST_CASE("group_norm: every staged cooperative candidate over named and random 
   if (runtime().props().cc() < 90) return;
   int unschedulable = 0;
   const int runs = run_candidates(
-      smem_cases(), [](const GroupNormConfig& c) { return c.smem && c.coop; }, 1500,
+      smem_cases(), [](const GroupNormConfig& c) { return c.family == F::SmemCoop; }, 1500,
       &unschedulable);
   CHECK(runs >= 20);
   MESSAGE(runs << " staged cooperative (case, config) runs, " << unschedulable
@@ -599,7 +601,7 @@ std::vector<Case> split_cases() {
 
 TEST_CASE("group_norm: every split (two-kernel) candidate over named and random shapes") {
   const int runs = run_candidates(
-      split_cases(), [](const GroupNormConfig& c) { return c.split && !c.coop; }, 2000);
+      split_cases(), [](const GroupNormConfig& c) { return c.family == F::Split; }, 2000);
   CHECK(runs >= 24);  // 20 from the named cases; at most 64 chunks per group limits the rest
   MESSAGE(runs << " split (case, config) runs");
 }
@@ -610,7 +612,8 @@ TEST_CASE("group_norm: every split (two-kernel) candidate over named and random 
 TEST_CASE("group_norm: every cooperative split candidate over named and random shapes") {
   int unschedulable = 0;
   const int runs = run_candidates(
-      split_cases(), [](const GroupNormConfig& c) { return c.coop; }, 3000, &unschedulable);
+      split_cases(), [](const GroupNormConfig& c) { return c.cooperative(); }, 3000,
+      &unschedulable);
   // (staged coop candidates of the aligned ones included)
   CHECK(runs >= 20);
   MESSAGE(runs << " cooperative (case, config) runs, " << unschedulable
@@ -644,7 +647,7 @@ std::vector<Case> pipe_cases() {
 TEST_CASE("group_norm: every pipelined candidate over named and random shapes") {
   if (runtime().props().cc() < 70) return;
   const int runs = run_candidates(
-      pipe_cases(), [](const GroupNormConfig& c) { return c.pipe; }, 4000);
+      pipe_cases(), [](const GroupNormConfig& c) { return c.family == F::Pipe; }, 4000);
   CHECK(runs >= 30);
   MESSAGE(runs << " pipelined (case, config) runs");
 }
@@ -676,8 +679,8 @@ int run_forced_pipe(const GroupNormProblem& p, int threads, int iters, int64_t p
                     const std::vector<const char*>& grids, const std::vector<const char*>& lags) {
   GroupNormConfig cfg;
   for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, runtime().props().cc()))
-    if (c.pipe && c.threads == threads && c.iters == iters) cfg = c;
-  REQUIRE(cfg.pipe);
+    if (c.family == F::Pipe && c.threads == threads && c.iters == iters) cfg = c;
+  REQUIRE(cfg.family == F::Pipe);
   REQUIRE(kjit::ops::group_norm_split_chunks(p, cfg) == per_group);
   const size_t n = static_cast<size_t>(p.N * p.C * p.S), c = static_cast<size_t>(p.C);
   std::vector<kjit::DeviceBuffer> dx;
@@ -744,7 +747,7 @@ TEST_CASE("group_norm: pipelined plans over forced grids and lags") {
   kjit::ops::GroupNormOptions opt;
   const GroupNormProblem p = GroupNormProblem::from_shape({1, 128, 512, 512}, 32, DType::F32);
   for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(p, rt.props().cc()))
-    if (c.pipe) opt.config = c;
+    if (c.family == F::Pipe) opt.config = c;
   REQUIRE(opt.config);
   CHECK_THROWS_WITH_AS(kjit::ops::prepare_group_norm(rt, p, opt),
                        doctest::Contains("KJIT_GN_PIPE_LAG='-3' must be a positive integer"),
@@ -775,7 +778,7 @@ TEST_CASE("group_norm: cooperative and pipelined plans alternating on one stream
     auto r = std::make_unique<Run>();
     r->p = GroupNormProblem::from_shape(shape, g, t);
     for (const GroupNormConfig& c : kjit::ops::group_norm_candidates(r->p, rt.props().cc()))
-      if ((pipe ? c.pipe : c.split && c.coop) && c.threads == 256 &&
+      if (c.family == (pipe ? F::Pipe : F::SplitCoop) && c.threads == 256 &&
           c.iters == (t == DType::F32 ? (pipe ? 4 : 8) : 4))
         r->opt.config = c;
     REQUIRE(r->opt.config);
@@ -857,7 +860,7 @@ TEST_CASE("group_norm: cooperative and pipelined plans on four streams at once")
                   : GroupNormProblem::from_shape({1, 128, 512, 512}, 32, t);
     const GroupNormConfig c = kjit::ops::prepare_group_norm(rt, pr->p);
     CAPTURE(c.describe());
-    REQUIRE((k < 2 ? c.coop : c.pipe));
+    REQUIRE((k < 2 ? c.cooperative() : c.family == F::Pipe));
     const size_t n = static_cast<size_t>(pr->p.N * pr->p.C * pr->p.S);
     const auto x = kjit::host::random_normal(t, n, 1.f, 2.f, kjit_test::seed() + 61);
     const auto w = kjit::host::random_normal(t, 128, 1.f, 0.5f, 62);
@@ -973,7 +976,7 @@ TEST_CASE("group_norm: split plans in CUDA graphs, with and without the stream's
   if (runtime().props().cc() < 90) return;  // the heuristic splits on sm_90 only
   const GroupNormProblem p = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::BF16);
   kjit::Runtime rt;  // a runtime of its own: none of its streams has a workspace yet
-  REQUIRE(kjit::ops::prepare_group_norm(rt, p).split);
+  REQUIRE(kjit::ops::prepare_group_norm(rt, p).family == F::Split);
   CapturedCall call(rt, p, 31);
   kjit::Stream stream(rt);
   REQUIRE(call.fallback().size() == 1u);
@@ -992,7 +995,7 @@ TEST_CASE("group_norm: a cooperative plan captured on a stream with partials onl
   const GroupNormProblem pair = GroupNormProblem::from_shape({1, 64, 256, 256}, 16, DType::F32);
   const GroupNormProblem p = GroupNormProblem::from_shape({1, 128, 256, 256}, 32, DType::BF16);
   const GroupNormConfig c = kjit::ops::prepare_group_norm(rt, p);
-  REQUIRE(c.coop);
+  REQUIRE(c.cooperative());
   kjit::Stream stream(rt);
   const size_t partials = static_cast<size_t>(8 * 32 * kjit::ops::group_norm_split_chunks(p, c));
   REQUIRE(kjit::ops::reserve_group_norm_workspace(rt, pair, {}, stream) >= partials);
@@ -1032,7 +1035,7 @@ TEST_CASE("group_norm: a staged cooperative plan in CUDA graphs, before and afte
   if (runtime().props().cc() < 90) return;
   capture_before_and_after_reserving(
       GroupNormProblem::from_shape({1, 128, 256, 256}, 32, DType::F32),
-      [](const GroupNormConfig& c) { return c.smem && c.coop && c.cluster == 8; },
+      [](const GroupNormConfig& c) { return c.family == F::SmemCoop && c.cluster == 8; },
       32 * 8 * 8 + 32 * 8, 71);
 }
 
@@ -1042,7 +1045,8 @@ TEST_CASE("group_norm: a pipelined plan in CUDA graphs, before and after reservi
   if (runtime().props().cc() < 90) return;
   capture_before_and_after_reserving(
       GroupNormProblem::from_shape({1, 128, 512, 512}, 32, DType::F32),
-      [](const GroupNormConfig& c) { return c.pipe; }, (32 * 64 + 32) * 8 + (32 + 2) * 8, 81);
+      [](const GroupNormConfig& c) { return c.family == F::Pipe; },
+      (32 * 64 + 32) * 8 + (32 + 2) * 8, 81);
 }
 
 TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument") {
@@ -1150,7 +1154,9 @@ TEST_CASE("group_norm: autotune over a split-eligible problem") {
   kjit::Runtime rt(ro);
   Case cs = named({1, 16, 256, 256}, 4, DType::F32);
   auto cands = kjit::ops::group_norm_candidates(cs.p, rt.props().cc());
-  REQUIRE(std::any_of(cands.begin(), cands.end(), [](const auto& k) { return k.split; }));
+  REQUIRE(std::any_of(cands.begin(), cands.end(), [](const auto& k) {
+    return k.family == F::Split || k.family == F::SplitCoop;
+  }));
   kjit::ops::GroupNormOptions o;
   o.autotune = true;
   const auto c = kjit::ops::prepare_group_norm(rt, cs.p, o);

@@ -77,7 +77,7 @@ TEST_CASE("group_norm entries derive the runtime's specializations (random probl
       CHECK(os.specs[0].instantiation() ==
             group_norm_specs(p, group_norm_heuristic(p, cc, true)).at(0).instantiation());
       // The register-held family, or (sm_90, groups of >= 64 KB) the shared-memory-staged one.
-      CHECK(os.specs[0].header() == (group_norm_heuristic(p, cc, true).smem
+      CHECK(os.specs[0].header() == (group_norm_heuristic(p, cc, true).staged()
                                          ? "kjit/group_norm_smem.cuh"
                                          : "kjit/group_norm.cuh"));
 
@@ -109,9 +109,9 @@ TEST_CASE("a split group_norm entry derives both kernels and the capture fallbac
   OpContext ctx;
   ctx.target = kjit::Target::for_cc(90);
   const GroupNormConfig h = group_norm_heuristic(p, 90, true);
-  REQUIRE(h.split);
+  REQUIRE(h.family == kjit::ops::GroupNormFamily::Split);
   const GroupNormConfig fb = group_norm_capture_fallback(p, 90, true);
-  CHECK_FALSE(fb.split);
+  CHECK_FALSE(fb.needs_workspace());
   std::set<std::string> want;
   for (const auto& c : {h, fb})
     for (const kjit::Spec& s : group_norm_specs(p, c)) want.insert(s.instantiation());
@@ -128,7 +128,7 @@ TEST_CASE("a cooperative group_norm entry derives its kernel and the capture fal
   OpContext ctx;
   ctx.target = kjit::Target::for_cc(90);
   const GroupNormConfig h = group_norm_heuristic(p, 90, true);
-  REQUIRE(h.coop);
+  REQUIRE(h.family == kjit::ops::GroupNormFamily::SplitCoop);
   std::set<std::string> want;
   for (const auto& c : {h, group_norm_capture_fallback(p, 90, true)})
     for (const kjit::Spec& s : group_norm_specs(p, c)) want.insert(s.instantiation());

@@ -9,6 +9,7 @@
 #include "kjit/op/record.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "ops/env.hpp"
+#include "ops/group_norm_family.hpp"
 #include "ops/group_norm_plan.hpp"
 #include "ops/problem_json.hpp"
 
@@ -60,9 +61,8 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                forced ? forced->vec : 0,
                forced ? forced->iters : 0,
                forced ? forced->cluster : 0,
-               forced ? (forced->stream | forced->smem << 1 | forced->smem_affine << 2 |
-                         forced->split << 3 | forced->coop << 4 | forced->pipe << 5)
-                      : 0,
+               forced ? static_cast<int64_t>(forced->family) : 0,
+               forced ? forced->smem_affine : 0,
                forced ? forced->held : 0};
 }
 
@@ -109,28 +109,29 @@ std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const
   plan->groups = static_cast<int>(p.groups);
   plan->num_groups = p.N * p.groups;
   const int64_t teams = c.threads / c.team;
-  const int64_t chunks = plan->num_groups * group_norm_split_chunks(p, c);  // split, pipe
+  const int64_t chunks = plan->num_groups * group_norm_split_chunks(p, c);
   const int64_t ctas =
-      c.split || c.pipe ? chunks : (plan->num_groups + teams - 1) / teams * c.cluster;
+      gn::row(c).has(gn::kChunked) ? chunks : (plan->num_groups + teams - 1) / teams * c.cluster;
   if (ctas > INT32_MAX)
     bad(p, "needs " + std::to_string(ctas) + " CTAs, more than a grid can hold (2^31-1)");
   plan->launch.grid.x = static_cast<unsigned>(ctas);
   plan->launch.block.x = static_cast<unsigned>(c.threads);
-  plan->launch.cluster.x = c.coop ? 1u : static_cast<unsigned>(c.cluster);  // coop: no cluster
+  // A cooperative group's CTAs meet through global memory: no hardware cluster.
+  plan->launch.cluster.x = c.cooperative() ? 1u : static_cast<unsigned>(c.cluster);
   plan->launch.shared_bytes = static_cast<unsigned>(group_norm_smem_bytes(p, c));
   plan->launch.programmatic = use_pdl(rt.arch());
-  plan->launch.cooperative = c.coop;
+  plan->launch.cooperative = c.cooperative();
   const std::vector<Spec> specs = group_norm_specs(p, c);
   plan->kernel = rt.kernel(specs[0], stream);
-  if (c.pipe) {
+  if (c.family == GroupNormFamily::Pipe) {
     set_pipe_grid(p, plan.get());  // grid, workspace and runnable from the device's occupancy
     return plan;
   }
   plan->runnable = plan->kernel.fits(plan->launch);
   if (c.needs_workspace())
-    plan->partials_bytes = static_cast<size_t>(ctas) * 8;                       // a float2 per CTA
-  if (c.coop) plan->barrier_bytes = static_cast<size_t>(plan->num_groups) * 8;  // 2 words
-  if (c.split && !c.coop) {
+    plan->partials_bytes = static_cast<size_t>(ctas) * 8;  // a float2 per CTA
+  if (c.cooperative()) plan->barrier_bytes = static_cast<size_t>(plan->num_groups) * 8;  // 2 words
+  if (specs.size() > 1) {  // Split: gn_apply, with the same launch
     plan->apply = rt.kernel(specs[1], stream);
     plan->runnable = plan->runnable && plan->apply.fits(plan->launch);
   }
@@ -155,7 +156,8 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   if (!ws) ws = &rt.extension<detail::GnState>().workspaces;
   // The split pair passes its partials from one kernel to the next: the lease is held until the
   // second is enqueued, so that another thread's call on this stream cannot land between them.
-  // One-launch plans (coop, pipe) are ordered by the stream alone and let it go before launching.
+  // One-launch plans (cooperative, Pipe) are ordered by the stream alone and let it go before
+  // launching.
   kjit::op::StreamWorkspaces::Lease lease = ws->partials.try_lease(stream, plan.partials_bytes);
   CUdeviceptr bar = plan.barrier_bytes ? ws->barriers.find(stream, plan.barrier_bytes) : 0;
   if (!lease.ptr() || (plan.barrier_bytes && !bar)) {
@@ -168,13 +170,14 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
   }
   // Device addresses as the kernels' pointer parameters take them (same size: checked).
   void* part = reinterpret_cast<void*>(lease.ptr());
-  if (!plan.config.split || plan.config.coop) lease.release();
-  if (plan.config.pipe) {
+  const GroupNormFamily family = plan.config.family;
+  if (family != GroupNormFamily::Split) lease.release();
+  if (family == GroupNormFamily::Pipe) {
     const unsigned n = plan.pipe_chunks, lag = plan.pipe_lag;
     plan.kernel(stream, plan.launch, x, y, part, bar, w, b, eps, groups, n, lag);
     return;
   }
-  if (plan.config.coop) {
+  if (plan.config.cooperative()) {
     try {
       plan.kernel(stream, plan.launch, x, y, part, bar, w, b, eps, groups);
     } catch (const Error& e) {
@@ -190,9 +193,9 @@ void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stre
 
 namespace {
 
-// A split, coop or pipe plan also loads a one-kernel config: group_norm_capture_fallback, which
-// kjit-precompile compiles next to the split pair, else (a device that cannot schedule it) the
-// first other non-split candidate that loads and fits.
+// A plan that needs a workspace also loads a one-kernel config: group_norm_capture_fallback,
+// which kjit-precompile compiles next to the plan's kernels, else (a device that cannot schedule
+// it) the first other candidate that needs no workspace and loads and fits.
 std::unique_ptr<GnPlan> with_fallback(Runtime& rt, const GroupNormProblem& p, bool aligned,
                                       std::unique_ptr<GnPlan> plan, CUstream stream) {
   if (!plan->config.needs_workspace()) return plan;

@@ -19,27 +19,27 @@ struct GnKey {
   int64_t dtype, param_dtype, layout, activation, has_weight, has_bias, aligned;
   int64_t N, C, S, groups, autotune;
   // A config forced through GroupNormOptions::config (all zero otherwise).
-  int64_t forced, threads, team, vec, iters, cluster, flags, held;
+  int64_t forced, threads, team, vec, iters, cluster, family, smem_affine, held;
 };
 
 struct GnPlan {
-  // config.split: gn_partials (with coop: gn_coop); smem coop: gn_coop_smem; pipe: gn_pipe_fwd
+  // The config's first kernel (Split: gn_partials).
   Kernel kernel;
   LaunchConfig launch;
-  Kernel apply;               // config.split without coop: gn_apply, with the same launch
-  size_t partials_bytes = 0;  // split, coop or pipe: the stream workspace it needs
-  size_t barrier_bytes = 0;   // config.coop or pipe: the stream's barrier words it needs
-  unsigned pipe_chunks = 0;   // config.pipe: chunks in the tensor (grid: what the device holds)
-  unsigned pipe_lag = 0;      // config.pipe: how many chunks S items run ahead of A items
-  // split, coop or pipe: the one-kernel plan run inside a capture on a stream with no workspace
-  // yet.
+  Kernel apply;               // Split: gn_apply, with the same launch
+  size_t partials_bytes = 0;  // config.needs_workspace(): the stream workspace it needs
+  size_t barrier_bytes = 0;   // cooperative or Pipe: the stream's barrier words it needs
+  unsigned pipe_chunks = 0;   // Pipe: chunks in the tensor (grid: what the device holds)
+  unsigned pipe_lag = 0;      // Pipe: how many chunks S items run ahead of A items
+  // config.needs_workspace(): the one-kernel plan run inside a capture on a stream with no
+  // workspace yet.
   std::unique_ptr<GnPlan> fallback;
   GroupNormConfig config;
   int groups = 0;
   long long num_groups = 0;
   bool runnable =
       false;  // Kernel::fits: the device can schedule it (a config it cannot is skipped)
-  // config.coop: the driver refused the grid at launch although fits() accepted it (an MPS limit
+  // cooperative: the driver refused the grid at launch although fits() accepted it (an MPS limit
   // kjit could not see): every call since runs the fallback. Not for a forced config: the
   // caller asked for that kernel, so the refusal reaches them instead.
   mutable std::atomic<bool> refused{false};
@@ -57,7 +57,7 @@ struct GnArgs {
 
 using GnPlanTable = kjit::op::PlanTable<GnKey, GnPlan>;
 
-// Split, coop and pipe plans' per-stream workspaces: partial statistics, and barrier words,
+// Per-stream workspaces of plans that need one: partial statistics, and barrier words,
 // kept apart because the barrier words' even-indexed ones must be zero between calls
 // (group_barrier.cuh, group_norm_pipe.cuh), which another problem's partials written over them
 // would break. (The odd ones are coop's generations: any value.)
@@ -78,9 +78,10 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
 // Loads the kernel for config c and computes the launch (grid, smem, cluster).
 std::unique_ptr<GnPlan> build_plan(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
                                    CUstream stream);
-// Launches plan's kernels on `stream`. A split plan takes its partials buffer (and coop its
-// barrier words) from the stream's workspaces in `ws` (the runtime's when null; allocated on
-// first use), or runs its fallback inside a capture when the stream has none.
+// Launches plan's kernels on `stream`. A plan that needs a workspace takes its partials buffer
+// (and a cooperative or Pipe plan its barrier words) from the stream's workspaces in `ws` (the
+// runtime's when null; allocated on first use), or runs its fallback inside a capture when the
+// stream has none.
 void launch_plan(Runtime& rt, const GnPlan& plan, const GnArgs& a, CUstream stream,
                  GnWorkspaces* ws = nullptr);
 // Times the candidates on scratch buffers and returns the fastest (stored in the disk cache).

@@ -43,40 +43,61 @@ struct GroupNormProblem {
   std::string describe() const;
 };
 
+// The kernel a config launches: one family per kind of kernel
+// (kernel_templates/kjit/group_norm*.cuh), in the order autotuning lists their candidates.
+enum class GroupNormFamily {
+  // gn_fwd: a team of `team` threads (part of a warp, a CTA, or a cluster of `cluster` CTAs)
+  // holds its group in registers: one read of x, one write of y.
+  Registers,
+  // gn_fwd, streaming: groups too large to hold on chip are read again from memory (from L2
+  // where the tensor fits there).
+  Stream,
+  // gn_fwd_smem (sm_90, NCHW, 16-byte aligned): staged in shared memory by bulk copies instead
+  // of held in registers. Each CTA's slice is ceil(vectors / cluster), of which the last
+  // threads * held vectors are held in registers instead (less shared memory per CTA, more CTAs
+  // per SM).
+  Smem,
+  // gn_coop_smem: the same slices, but the group's `cluster` CTAs (2..64, no hardware cluster)
+  // meet at a barrier in global memory, in one cooperative launch.
+  SmemCoop,
+  // gn_pipe_fwd (NCHW, sm_70+), for large groups in tensors L2 cannot hold: a persistent grid
+  // (as many CTAs as the device holds at once) takes chunks of threads * iters vectors in ticket
+  // order, reading each chunk for its partial statistics and, a fixed number of chunks later,
+  // again from L2 to write y once its group's statistics are complete. HBM reads of later groups
+  // overlap the writes of earlier ones: one read of x from HBM, one write of y.
+  Pipe,
+  // gn_partials + gn_apply (NCHW): per-chunk partial statistics (x read once, kept in L2), then
+  // the apply kernel (x read again, y written); one CTA per chunk of threads * iters vectors.
+  Split,
+  // gn_coop (NCHW, sm_70+): the split chunks in one cooperative kernel. Each CTA holds its chunk
+  // in registers while the group's CTAs exchange their partials and meet at a barrier in global
+  // memory: one read of x, one launch.
+  SplitCoop,
+};
+
 // The launch configuration: what the heuristic picks and autotuning searches over.
 struct GroupNormConfig {
-  int threads = 256;    // CTA size (multiple of 32)
-  int team = 256;       // threads per group: a power of two <= 32, or == threads
-  int vec = 4;          // elements per vector access (16 bytes), or 1
-  int iters = 4;        // vectors held (or unrolled, when streaming) per thread
-  int cluster = 1;      // CTAs per group
-  bool stream = false;  // group too large to hold on chip: re-read from memory
+  GroupNormFamily family = GroupNormFamily::Registers;
+  int threads = 256;  // CTA size (multiple of 32)
+  int team = 256;     // threads per group: a power of two <= 32 (Registers), or == threads
+  int vec = 4;        // elements per vector access (16 bytes), or 1
+  // Vectors held per thread (Registers; the slice's vectors per thread in Smem and SmemCoop),
+  // unrolled per batch (Stream), or per thread of a chunk (Pipe, Split, SplitCoop).
+  int iters = 4;
+  // CTAs per group: a thread-block cluster (Registers, Stream, Smem: up to 16 on sm_90), or the
+  // group's slices meeting through global memory (SmemCoop: 2..64). 1 for Pipe, Split, SplitCoop.
+  int cluster = 1;
+  int held = 0;  // Smem, SmemCoop: vectors per thread held in registers (0..16); else 0
+  // Registers, Stream: the weight and bias of the CTA's groups kept in shared memory (else read
+  // from global memory). The other families ignore it (their configs have true).
   bool smem_affine = true;
-  // Staged in shared memory by bulk copies (sm_90, NCHW, 16-byte aligned) instead of held in
-  // registers: each CTA's slice is ceil(vectors / cluster), of which the last threads * held
-  // vectors are held in registers instead (less shared memory per CTA, more CTAs per SM).
-  bool smem = false;
-  int held = 0;  // 0..16
-  // Two kernels (NCHW): per-chunk partial statistics (x read once, kept in L2), then the apply
-  // kernel (x read again, y written); one CTA per chunk of threads * iters vectors, no cluster.
-  // Needs a small per-stream workspace (reserve_group_norm_workspace).
-  bool split = false;
-  // With split: one cooperative kernel instead of the pair. Each CTA holds its chunk in registers
-  // while the group's CTAs exchange their partials through the workspace and meet at a barrier
-  // in global memory: one read of x, one launch. Every CTA must be resident at once, so a plan
+  // Pipe, Split, SplitCoop and SmemCoop keep partial statistics (and the cooperative ones and
+  // Pipe their counters) in a per-stream workspace (reserve_group_norm_workspace).
+  bool needs_workspace() const;
+  // SmemCoop, SplitCoop: one cooperative launch. Every CTA must be resident at once, so a plan
   // runs it only where the device fits the whole grid (Kernel::fits with cooperative).
-  // With smem: the group's `cluster` CTAs (2..64, no hardware cluster) each stage a slice and
-  // meet the same way, in one cooperative launch.
-  bool coop = false;
-  // One pipelined launch (NCHW, sm_70+), for large groups in tensors L2 cannot hold: a persistent
-  // grid (as many CTAs as the device holds at once) takes chunks of threads * iters vectors in
-  // ticket order, reading each chunk for its partial statistics and, a fixed number of chunks
-  // later, again from L2 to write y once its group's statistics are complete. HBM reads of later
-  // groups overlap the writes of earlier ones: one read of x from HBM, one write of y.
-  bool pipe = false;
-  // Split, coop and pipe plans keep partial statistics (and coop and pipe counters) in a
-  // per-stream workspace (reserve_group_norm_workspace).
-  bool needs_workspace() const { return split || coop || pipe; }
+  bool cooperative() const;
+  bool staged() const;  // Smem, SmemCoop: slices staged in shared memory
   std::string describe() const;
 };
 
@@ -100,13 +121,13 @@ void group_norm(Runtime& rt, const GroupNormProblem& p, const void* x, void* y, 
 GroupNormConfig prepare_group_norm(Runtime& rt, const GroupNormProblem& p,
                                    const GroupNormOptions& opt = {});
 
-// A split, coop or pipe config (GroupNormConfig::needs_workspace) keeps its partial statistics
-// (and coop and pipe their counters) in kjit's workspace for the stream, allocated by the first
-// call on that stream. Inside a graph capture on a stream that has none yet, a call runs the best
-// one-kernel config instead (same results, slower): call this before capturing to give the stream
-// its workspace, so the graph runs the split or cooperative kernels. A graph captured that way uses
-// that stream's workspace whenever it is replayed. Returns its size in bytes (0 when p's config
-// needs none).
+// A config that needs a workspace (GroupNormConfig::needs_workspace) keeps its partial statistics
+// (and the cooperative ones and Pipe their counters) in kjit's workspace for the stream, allocated
+// by the first call on that stream. Inside a graph capture on a stream that has none yet, a call
+// runs the best one-kernel config instead (same results, slower): call this before capturing to
+// give the stream its workspace, so the graph runs the split or cooperative kernels. A graph
+// captured that way uses that stream's workspace whenever it is replayed. Returns its size in bytes
+// (0 when p's config needs none).
 size_t reserve_group_norm_workspace(Runtime& rt, const GroupNormProblem& p,
                                     const GroupNormOptions& opt, CUstream stream);
 
@@ -131,9 +152,10 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, co
 GroupNormConfig group_norm_heuristic(const GroupNormProblem& p, int cc, bool aligned = true);
 std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, int cc,
                                                    bool aligned = true);
-// Every kernel config c launches, in launch order: one, or two for a split config without coop.
+// Every kernel config c launches, in launch order: one, or two for GroupNormFamily::Split.
 std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormConfig& c);
-// The one-kernel config a split plan also loads, for captures on a stream with no workspace.
+// The one-kernel config a plan that needs a workspace also loads, for captures on a stream with
+// no workspace.
 GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, const Target& t,
                                             bool aligned = true);
 GroupNormConfig group_norm_capture_fallback(const GroupNormProblem& p, int cc, bool aligned = true);
@@ -147,8 +169,8 @@ void validate_call(const GroupNormProblem& p, const void* x, const void* y, cons
 // Throws InvalidArgument when config c cannot compute p correctly on a device of compute
 // capability cc with (un)aligned pointers, naming the field and the rule it breaks.
 void validate_config(const GroupNormProblem& p, const GroupNormConfig& c, int cc, bool aligned);
-// A split or pipe config's chunks per group (split: one CTA each in both kernels; 8 workspace
-// bytes each); 0 for other configs.
+// Chunks per group of a Pipe, Split or SplitCoop config (Split and SplitCoop: one CTA each; 8
+// workspace bytes each); 0 for other families.
 int64_t group_norm_split_chunks(const GroupNormProblem& p, const GroupNormConfig& c);
 // Dynamic shared memory a launch of c for p needs, in bytes.
 int64_t group_norm_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c);
