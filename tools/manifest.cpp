@@ -203,9 +203,20 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
   const json& op = problem.at("op");
   if (!op.is_string()) throw EntryError("op", "must be a string, got " + shown(op));
   const std::string name = op.get<std::string>();
+  // A recording's variant switches for this entry (kjit/op/record.hpp), fields of no op: taken
+  // off before the op parses the rest.
+  json fields = problem;
+  bool aligned = true, autotune = false;
+  for (const char* key : {"aligned", "autotune"}) {
+    if (!fields.contains(key)) continue;
+    const json& v = fields.at(key);
+    if (!v.is_boolean()) throw EntryError(key, "must be true or false, got " + shown(v));
+    (std::string(key) == "aligned" ? aligned : autotune) = v.get<bool>();
+    fields.erase(key);
+  }
   std::unique_ptr<kjit::op::OpProblem> p;
   try {
-    p = kjit::op::find_op(name).parse(op_fields(problem, name));
+    p = kjit::op::find_op(name).parse(op_fields(fields, name));
   } catch (const Error& e) {
     if (e.code() == Errc::NotFound) throw EntryError("op", e.what());
     if (e.code() != Errc::InvalidArgument) throw;
@@ -216,9 +227,9 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
   OpSpecs out;
   out.describe = p->describe();
   std::set<std::string> seen;
-  for (const bool aligned : {true, false}) {
-    if (!(aligned ? ctx.aligned : ctx.unaligned)) continue;
-    for (Spec& s : p->specs_for(ctx.target, aligned, ctx.all_candidates))
+  for (const bool a : {true, false}) {
+    if (!(a ? ctx.aligned && aligned : ctx.unaligned || !aligned)) continue;
+    for (Spec& s : p->specs_for(ctx.target, a, ctx.all_candidates || autotune))
       if (seen.insert(s.instantiation()).second) out.specs.push_back(std::move(s));
   }
   return out;

@@ -83,7 +83,11 @@ struct OpSpecs {
 void check_marks(const nlohmann::json& entry);
 
 // Looks up problem["op"] in the op registry and derives its specializations through the op's
-// specs_for. Throws EntryError naming the field for a missing, unknown or invalid field.
+// specs_for. Two fields of any problem are kjit's, not the op's (a recording writes them):
+// "aligned": false derives the variants for pointers that are not 16-byte aligned instead of the
+// aligned ones (as --unaligned does for every entry), "autotune": true every autotune candidate
+// (as --all-candidates). Throws EntryError naming the field for a missing, unknown or invalid
+// field.
 OpSpecs problem_specs(const nlohmann::json& problem, const OpContext& ctx);
 
 // A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX),

@@ -343,12 +343,17 @@ bool recording(Runtime& rt) {
   return rt.compiler().recorder() != nullptr;
 }
 
-ProblemScope record_problem(Runtime& rt, const std::function<std::string()>& problem_json) {
+ProblemScope record_problem(Runtime& rt, const std::function<std::string()>& problem_json,
+                            bool aligned, bool autotune) {
   Recorder* r = rt.compiler().recorder();
   if (!r) return ProblemScope(false);
-  const std::string text = problem_json();
-  if (text.empty()) return ProblemScope(false);
-  r->problem(text);
+  std::string text = problem_json();
+  if (text.size() < 2 || text.back() != '}') return ProblemScope(false);
+  // The variant switches, as fields of the entry (the tools take them off before the op parses).
+  text.pop_back();
+  if (!aligned) text += ",\"aligned\":false";
+  if (autotune) text += ",\"autotune\":true";
+  r->problem(text + "}");
   return ProblemScope(true);
 }
 

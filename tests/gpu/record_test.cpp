@@ -32,7 +32,7 @@ namespace app { template <int k, class T> T times(T v) { return v * k; } }
 )";
 
 struct Outputs {
-  std::vector<float> scaled, gn, ln;
+  std::vector<float> scaled, gn, ln, ln_unaligned;
   kjit::RuntimeStats stats;
 };
 
@@ -80,7 +80,15 @@ Outputs run_app(kjit::RuntimeOptions opts) {
   dly.fill_bytes(0xff);
   kjit::ops::layer_norm(rt, lp, dlx.as<void>(), nullptr, dly.as<void>(), nullptr, dlw.as<void>(),
                         dlb.as<void>(), {}, stream);
+  // x and y 4 bytes past 16-byte alignment: another plan, recorded with "aligned": false.
+  auto lp2 = kjit::ops::LayerNormProblem::layer_norm(64, 1000, kjit::DType::F32);
+  kjit::DeviceBuffer dly2(rt, lsize * 4);
+  dly2.fill_bytes(0xff);
+  kjit::ops::layer_norm(rt, lp2, dlx.as<float>() + 1, nullptr, dly2.as<float>() + 1, nullptr,
+                        dlw.as<void>(), dlb.as<void>(), {}, stream);
   stream.synchronize();
+  out.ln_unaligned = dly2.to_host<float>(64 * 1000 + 1);
+  out.ln_unaligned.erase(out.ln_unaligned.begin());
   out.scaled = y.to_host<float>(n);
   out.gn = dgy.to_host<float>(gsize);
   out.ln = dly.to_host<float>(lsize);
@@ -92,6 +100,7 @@ Outputs run_app(kjit::RuntimeOptions opts) {
   for (size_t i = 0; i < gsize; ++i)
     REQUIRE(std::fabs(out.gn[i] - ref[i]) <= 1e-4 + 1e-4 * std::fabs(ref[i]));
   for (float v : out.ln) REQUIRE(std::isfinite(v));
+  for (float v : out.ln_unaligned) REQUIRE(std::isfinite(v));
   return out;
 }
 
@@ -113,17 +122,19 @@ TEST_CASE("record a run, precompile it, replay from a read-only cache with 0 NVR
 
   std::ifstream in(rec);
   std::string line, text;
-  int kernels = 0, problems = 0;
+  int kernels = 0, problems = 0, unaligned = 0;
   while (std::getline(in, line)) {
     text += line + "\n";
     kernels += line.find("\"kernel\":\"app/scale.cuh:scale\"") != std::string::npos;
     problems += line.find("\"op\":\"group_norm\"") != std::string::npos ||
                 line.find("\"op\":\"layer_norm\"") != std::string::npos;
+    unaligned += line.find("\"aligned\":false") != std::string::npos;
     CHECK(line.find("\"kernel\":\"kjit/") == std::string::npos);  // ops' kernels: as problems
   }
   INFO(text);
   CHECK(kernels == 1);
-  CHECK(problems == 2);
+  CHECK(problems == 3);  // GroupNorm, LayerNorm aligned and not
+  CHECK(unaligned == 1);
 
   // The build pipeline's step, for this device's arch and SM count (the ops' configs use both).
   kjit::Runtime probe;
@@ -149,6 +160,7 @@ TEST_CASE("record a run, precompile it, replay from a read-only cache with 0 NVR
   CHECK(b.scaled == a.scaled);
   CHECK(b.gn == a.gn);
   CHECK(b.ln == a.ln);
+  CHECK(b.ln_unaligned == a.ln_unaligned);
   MESSAGE("recorded " << a.stats.compiler.nvrtc_compiles << " compiles; replayed with "
                       << b.stats.compiler.nvrtc_compiles << " NVRTC compiles, "
                       << b.stats.compiler.disk.hits << " disk hits");

@@ -323,6 +323,35 @@ TEST_CASE("every registered op states a problem as fields that parse back to it"
   CHECK(ops == std::set<std::string>(registered.begin(), registered.end()));
 }
 
+TEST_CASE("a recorded plan's variants: \"aligned\": false and \"autotune\": true of any op") {
+  const json gn = {{"op", "group_norm"}, {"shape", {2, 64, 8, 8}}, {"groups", 8}};
+  const json ln = {{"op", "layer_norm"}, {"rows", 100}, {"width", 1024}};
+  for (const json& base : {gn, ln}) {
+    INFO(base.dump());
+    auto names = [](const kjit::tools::OpSpecs& o) {
+      std::set<std::string> s;
+      for (const kjit::Spec& x : o.specs) s.insert(x.instantiation());
+      return s;
+    };
+    const kjit::Target t = kjit::Target::for_arch("sm_90");
+    json unaligned = base, tuned = base;
+    unaligned["aligned"] = false;
+    tuned["autotune"] = true;
+    // The entry's switch derives what the global option derives for every entry.
+    const auto u = kjit::tools::problem_specs(unaligned, {t});
+    const auto u_global = kjit::tools::problem_specs(base, {t, false, true, false});
+    CHECK(names(u) == names(u_global));
+    CHECK(names(u) != names(kjit::tools::problem_specs(base, {t})));
+    const auto a = kjit::tools::problem_specs(tuned, {t});
+    CHECK(names(a) == names(kjit::tools::problem_specs(base, {t, true, false, true})));
+    CHECK(a.specs.size() > kjit::tools::problem_specs(base, {t}).specs.size());
+    json bad = base;
+    bad["aligned"] = "no";
+    CHECK_THROWS_WITH_AS(kjit::tools::problem_specs(bad, {t}), doctest::Contains("true or false"),
+                         kjit::tools::EntryError);
+  }
+}
+
 TEST_CASE("a recording is opened with the cache's trust rules; a bad path is an Io error") {
   TempDir dir;
   auto io_error = [](const std::string& path) -> std::string {

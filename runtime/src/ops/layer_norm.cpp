@@ -56,7 +56,8 @@ const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned,
   const LnKey key = make_key(p, aligned, forced, tune);
   if (const LnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
-    const op::ProblemScope rec = op::record_problem(rt, [&] { return layer_norm_problem_json(p); });
+    const op::ProblemScope rec = op::record_problem(
+        rt, [&] { return layer_norm_problem_json(p); }, aligned, tune);
     const char* op = norm_kind_name(p.kind);
     if (tune) {
       auto plan = layer_norm_plan(rt, p, layer_norm_autotune(rt, p, aligned, opt.eps, stream),

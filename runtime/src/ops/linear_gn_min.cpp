@@ -131,9 +131,9 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
   if (const detail::LgmPlan* plan = st.plans.find(key)) return *plan;
   throw_if_capturing(rt, stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
   return *st.plans.find_or_build(key, [&] {
-    const op::ProblemScope rec = op::record_problem(rt, [&] {
-      return linear_gn_min_problem_json(p, static_cast<LinearBiasAdd>(key.bias_add));
-    });
+    const op::ProblemScope rec = op::record_problem(
+        rt, [&] { return linear_gn_min_problem_json(p, static_cast<LinearBiasAdd>(key.bias_add)); },
+        key.out_aligned != 0, key.autotune != 0);
     auto plan = std::make_unique<detail::LgmPlan>();
     plan->ws = detail::LgmWorkspace::of(p);
     if (key.autotune) {

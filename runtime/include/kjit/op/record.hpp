@@ -35,9 +35,13 @@ class [[nodiscard]] ProblemScope {
 bool recording(Runtime& rt);
 
 // When rt records: appends problem_json() (called only then) to the recording, once per distinct
-// problem, and returns an active scope. An empty text (a problem the op cannot state as a
-// manifest object) records nothing and leaves the op's kernels to be recorded as kernel entries.
-// A recording that cannot be written never fails the op (Recorder counts and prints it).
-ProblemScope record_problem(Runtime& rt, const std::function<std::string()>& problem_json);
+// problem, and returns an active scope. A plan for pointers that are not 16-byte aligned
+// (`aligned` false) or an autotuned one (`autotune`) adds "aligned": false or "autotune": true,
+// which kjit-precompile reads as that entry's --unaligned or --all-candidates. An empty text (a
+// problem the op cannot state as a manifest object) records nothing and leaves the op's kernels
+// to be recorded as kernel entries. A recording that cannot be written never fails the op
+// (Recorder counts and prints it).
+ProblemScope record_problem(Runtime& rt, const std::function<std::string()>& problem_json,
+                            bool aligned = true, bool autotune = false);
 
 }  // namespace kjit::op
