@@ -233,7 +233,8 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
   const detail::GnKey key = detail::make_key(p, aligned, tune, forced);
   if (const detail::GnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<detail::GnPlan> {
-    const op::ProblemScope rec = op::record_problem(rt, [&] { return group_norm_problem_json(p); });
+    const op::ProblemScope rec = op::record_problem(
+        rt, [&] { return group_norm_problem_json(p); }, aligned, tune);
     if (forced) {
       validate_config(p, *forced, rt.props().cc(), aligned);
       auto plan = detail::build_plan(rt, p, *forced, stream);
