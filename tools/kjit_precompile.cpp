@@ -213,7 +213,7 @@ int run(int argc, char** argv) {
       "kjit-precompile: compile the kernels of a list of problems into the kjit disk cache, "
       "ahead of time and without a GPU.\nWith no manifest and no --problem, the embedded default "
       "manifest (the seed workloads) is used."};
-  std::vector<std::string> manifests, problem_args, arch_args;
+  std::vector<std::string> manifests, problem_args, arch_args, bundle_args;
   std::string cache_dir, templates_dir;
   unsigned jobs_n = std::max(1u, std::thread::hardware_concurrency());
   int sm_count = 0;
@@ -238,6 +238,11 @@ int run(int argc, char** argv) {
   app.add_option("--templates", templates_dir,
                  "a folder with the app's template headers under their registered names, for "
                  "kernel entries whose recording has no bundle (<manifest>.d)")
+      ->check(kjit::tools::not_empty);
+  app.add_option("--bundle", bundle_args,
+                 "a recording's bundle folder (content-addressed header copies), besides each "
+                 "manifest's own <manifest>.d (repeatable)")
+      ->allow_extra_args(false)
       ->check(kjit::tools::not_empty);
   app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
       ->check(CLI::Range(1u, 1024u));
@@ -330,7 +335,7 @@ int run(int argc, char** argv) {
   const kjit::cache::Mode mode =
       dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
   kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
-  std::vector<std::string> bundles;  // each manifest file's recording bundle, <path>.d
+  std::vector<std::string> bundles = bundle_args;  // and each manifest file's own, <path>.d
   for (const auto& path : manifests)
     if (path != "-") bundles.push_back(path + ".d");
   kjit::tools::HeaderSource headers(bundles, templates_dir);

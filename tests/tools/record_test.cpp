@@ -179,6 +179,13 @@ TEST_CASE("a header changed since the recording is refused, naming it; never ano
   }
   CHECK(r.err.find("app/common.cuh") != std::string::npos);
 
+  // The bundle given with --bundle (the moved recording has no <manifest>.d of its own).
+  r = run_tool("kjit-precompile",
+               moved + " -a sm_90 --bundle " + rec + ".d --cache-dir " + dir.path + "/c1",
+               dir.path);
+  INFO(r.err);
+  CHECK(r.rc == 0);
+
   // With the text the app ran, the same templates folder precompiles everything.
   write_text(tpl + "/app/common.cuh", kCommon);
   r = run_tool("kjit-precompile", moved + " -a sm_90 --templates " + tpl + " --cache-dir " + cache,
