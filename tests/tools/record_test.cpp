@@ -408,12 +408,20 @@ TEST_CASE("a torn line left by a killed recorder is ended, and the next line sta
   const std::vector<std::string> lines = lines_of(read_text(rec));
   REQUIRE(lines.size() == 2);
   CHECK(json::parse(lines[1])["kernel"] == "app/scale.cuh:scale");
-  // An op's plan build: its kernels are not recorded one by one.
+  // An op's plan build: the kernels its compiler returns meanwhile are not recorded one by one.
+  kjit::Compiler c(kjit_test::cache_in(dir.path + "/cache"));
+  add_app_templates(c.templates());
+  c.set_recorder(std::make_shared<kjit::Recorder>(rec));
   {
     const kjit::op::ProblemScope scope(true);
     CHECK(kjit::Recorder::in_op_build());
+    c.get(app_specs()[2], "sm_90");
+    CHECK(c.recorder()->stats().lines == 0);
   }
   CHECK(!kjit::Recorder::in_op_build());
+  c.get(app_specs()[2], "sm_90");  // outside: recorded
+  CHECK(c.recorder()->stats().lines == 1);
+  CHECK(lines_of(read_text(rec)).size() == 3);
   CHECK_THROWS_AS(r.problem("{\"op\": \"x\"}\n{\"op\": \"y\"}"), kjit::Error);
 }
 
