@@ -242,7 +242,7 @@ void check_staged(const Check& k) {
   const GroupNormConfig& c = k.c;
   if (k.cc < 90) k.bad("smem staging needs sm_90 (bulk copies)");
   if (k.p.layout != Layout::NCHW || c.vec != full_vec(k.p))
-    k.bad("smem staging needs NCHW, full 16-byte vectors and no streaming");
+    k.bad("smem staging needs NCHW and full 16-byte vectors");
   const int64_t share = ceil_div(group_len(k.p) / c.vec, c.cluster);
   if (c.held < 0 || c.held > 16 || int64_t{c.threads} * c.held >= share)
     k.bad("held = " + std::to_string(c.held) + " must be in [0, 16] and leave part of the " +
@@ -370,7 +370,7 @@ void check_pipe(const Check& k) {
   if (c.cluster != 1 || c.team != c.threads)
     k.bad(
         "pipe takes chunks of threads * iters vectors a CTA at a time: cluster = 1, team = "
-        "threads, no split, coop, streaming or staging");
+        "threads");
   check_held_per_thread(k, 64);
   if (c.threads > 512) k.bad("pipe needs threads <= 512, not " + std::to_string(c.threads));
   const int64_t chunks = k.p.N * k.p.groups * group_norm_split_chunks(k.p, c);
@@ -407,7 +407,7 @@ void check_split(const Check& k) {
   const GroupNormConfig& c = k.c;
   if (k.p.layout != Layout::NCHW) k.bad("split needs NCHW");
   if (c.cluster != 1 || c.team != c.threads)
-    k.bad("split runs one CTA per chunk: cluster = 1, team = threads, no streaming or staging");
+    k.bad("split runs one CTA per chunk: cluster = 1, team = threads");
   check_held_per_thread(k, 64);
   if (c.threads > 512)  // 64 values per thread spill under __launch_bounds__(1024)
     k.bad("split needs threads <= 512, not " + std::to_string(c.threads));
