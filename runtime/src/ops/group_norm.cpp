@@ -62,7 +62,7 @@ GnKey make_key(const GroupNormProblem& p, bool aligned, bool autotune,
                forced ? forced->iters : 0,
                forced ? forced->cluster : 0,
                forced ? static_cast<int64_t>(forced->family) : 0,
-               forced ? forced->smem_affine : 0,
+               forced ? forced->affine_smem : 0,
                forced ? forced->held : 0};
 }
 

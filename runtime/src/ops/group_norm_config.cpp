@@ -113,7 +113,7 @@ std::string GroupNormConfig::describe() const {
          " cluster=" + std::to_string(cluster) +
          (f ? f->words_before_held : " family=" + std::to_string(static_cast<int>(family))) +
          (held > 0 ? " held=" + std::to_string(held) : "") + (f ? f->words_after_held : "") +
-         (smem_affine ? "" : " gmem-affine");
+         (affine_smem ? "" : " gmem-affine");
 }
 
 bool GroupNormConfig::needs_workspace() const {

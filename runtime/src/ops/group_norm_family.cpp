@@ -34,7 +34,7 @@ int max_held_floats(int64_t threads) {
   return threads <= 256 ? 64 : threads <= 512 ? 32 : 16;
 }
 
-constexpr int kSmemAffineBytes = 40 * 1024;
+constexpr int kAffineSmemBytes = 40 * 1024;
 
 }  // namespace
 
@@ -57,13 +57,13 @@ bool fit_cta(int64_t m, int vec, int max_threads, int max_floats, int* threads, 
   return best_slots != LLONG_MAX;
 }
 
-void set_smem_affine(const GroupNormProblem& p, GroupNormConfig* c) {
+void set_affine_smem(const GroupNormProblem& p, GroupNormConfig* c) {
   if (c->family != GroupNormFamily::Registers && c->family != GroupNormFamily::Stream) {
-    c->smem_affine = true;
+    c->affine_smem = true;
     return;
   }
   const int64_t teams = c->threads / c->team;
-  c->smem_affine = teams * 2 * (p.C / p.groups) * 4 <= kSmemAffineBytes;
+  c->affine_smem = teams * 2 * (p.C / p.groups) * 4 <= kAffineSmemBytes;
 }
 
 GroupNormConfig staged_config(const GroupNormProblem& p, int parts, int threads, bool coop) {
@@ -110,18 +110,18 @@ void check_held_per_thread(const Check& k, int64_t limit) {
 
 // ---- Registers and Stream: gn_fwd (group_norm.cuh) ----
 
-// Scratch, and with smem_affine the scale and shift of every channel of the CTA's groups.
+// Scratch, and with affine_smem the scale and shift of every channel of the CTA's groups.
 int64_t gn_fwd_smem_bytes(const GroupNormProblem& p, const GroupNormConfig& c) {
   const bool affine = p.has_weight || p.has_bias;
   const int64_t teams = c.threads / c.team;
-  return (128 + (affine && c.smem_affine ? teams * 2 * (p.C / p.groups) : 0)) * 4;
+  return (128 + (affine && c.affine_smem ? teams * 2 * (p.C / p.groups) : 0)) * 4;
 }
 
 void check_gn_fwd_smem(const Check& k) {
   const int64_t bytes = gn_fwd_smem_bytes(k.p, k.c);
   if (bytes > kMaxSmemBytes)
     k.bad("needs " + std::to_string(bytes) +
-          " bytes of shared memory (scratch, and with smem_affine the scale and shift of every "
+          " bytes of shared memory (scratch, and with affine_smem the scale and shift of every "
           "channel of its threads / team groups), more than " +
           std::to_string(kMaxSmemBytes));
 }
@@ -144,7 +144,7 @@ std::vector<Spec> gn_fwd_specs(const GroupNormProblem& p, const GroupNormConfig&
       .value(p.has_weight)
       .value(p.has_bias)
       .type(activation_policy(p.activation))
-      .value(affine && c.smem_affine)
+      .value(affine && c.affine_smem)
       .value(stream && fits_stream_l2(p));
   return {s};
 }

@@ -61,7 +61,7 @@ bool fits_stream_l2(const GroupNormProblem& p);
 bool fit_cta(int64_t m, int vec, int max_threads, int max_floats, int* threads, int* iters);
 // Registers, Stream: weight and bias of a CTA's groups in shared memory while they fit 40 KB;
 // the other families are given true (staged: always kept there; chunked: unused).
-void set_smem_affine(const GroupNormProblem& p, GroupNormConfig* c);
+void set_affine_smem(const GroupNormProblem& p, GroupNormConfig* c);
 
 // Configs the heuristic's rules and the candidates share.
 // Smem (SmemCoop with coop): `parts` CTAs per group, `threads` per CTA, nothing held.

@@ -231,7 +231,7 @@ GroupNormConfig choose(const GroupNormProblem& p, const Target& t, bool aligned,
     if (!workspace && gn::family(r.family)->has(gn::kWorkspace)) continue;
     if (!r.applies(s)) continue;
     if (Pick c = r.pick(s)) {
-      gn::set_smem_affine(p, &*c);
+      gn::set_affine_smem(p, &*c);
       return *c;
     }
   }
@@ -271,7 +271,7 @@ std::vector<GroupNormConfig> group_norm_candidates(const GroupNormProblem& p, co
   h.family = one_kernel.family == F::Stream ? F::Stream : F::Registers;
   h.held = 0;
   const gn::AddCandidate add = [&](GroupNormConfig c) {
-    gn::set_smem_affine(p, &c);
+    gn::set_affine_smem(p, &c);
     for (const auto& o : out)
       if (o.describe() == c.describe()) return;
     out.push_back(c);

@@ -19,7 +19,7 @@ struct GnKey {
   int64_t dtype, param_dtype, layout, activation, has_weight, has_bias, aligned;
   int64_t N, C, S, groups, autotune;
   // A config forced through GroupNormOptions::config (all zero otherwise).
-  int64_t forced, threads, team, vec, iters, cluster, family, smem_affine, held;
+  int64_t forced, threads, team, vec, iters, cluster, family, affine_smem, held;
 };
 
 struct GnPlan {

@@ -52,10 +52,9 @@ enum class GroupNormFamily {
   // gn_fwd, streaming: groups too large to hold on chip are read again from memory (from L2
   // where the tensor fits there).
   Stream,
-  // gn_fwd_smem (sm_90, NCHW, 16-byte aligned): staged in shared memory by bulk copies instead
-  // of held in registers. Each CTA's slice is ceil(vectors / cluster), of which the last
-  // threads * held vectors are held in registers instead (less shared memory per CTA, more CTAs
-  // per SM).
+  // gn_fwd_smem (sm_90, NCHW, 16-byte aligned): staged in shared memory by bulk copies. Each
+  // CTA's slice is ceil(vectors / cluster) vectors, of which the last threads * held are loaded
+  // into registers instead (less shared memory per CTA, more CTAs per SM).
   Smem,
   // gn_coop_smem: the same slices, but the group's `cluster` CTAs (2..64, no hardware cluster)
   // meet at a barrier in global memory, in one cooperative launch.
@@ -90,7 +89,7 @@ struct GroupNormConfig {
   int held = 0;  // Smem, SmemCoop: vectors per thread held in registers (0..16); else 0
   // Registers, Stream: the weight and bias of the CTA's groups kept in shared memory (else read
   // from global memory). The other families ignore it (their configs have true).
-  bool smem_affine = true;
+  bool affine_smem = true;
   // Pipe, Split, SplitCoop and SmemCoop keep partial statistics (and the cooperative ones and
   // Pipe their counters) in a per-stream workspace (reserve_group_norm_workspace).
   bool needs_workspace() const;
