@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "compile_probe.hpp"
+#include "group_norm_families.hpp"
 #include "kjit/kjit.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "test_util.hpp"
@@ -256,6 +257,29 @@ TEST_CASE("the heuristic covers every regime the issue names") {
   CHECK(unaligned.vec == 1);
   GroupNormConfig odd = cfg({2, 6, 7}, 3);  // L = 14: not a whole number of float4s
   CHECK(odd.vec == 1);
+}
+
+// The list the activation tests run every kernel family through (CPU: compiled; GPU: run) has a
+// problem whose config is of each family the runtime knows (describe() names an unknown one
+// "family=N"), so that a new family cannot be left out of them.
+TEST_CASE("the test families cover every GroupNorm kernel family") {
+  int known = 0;
+  for (int i = 0; i < 64; ++i) {
+    GroupNormConfig c;
+    c.family = static_cast<F>(i);
+    if (c.describe().find(" family=") != std::string::npos) break;
+    ++known;
+    bool covered = false;
+    for (const kjit_test::GnFamily& f : kjit_test::gn_families()) {
+      const GroupNormProblem p =
+          kjit_test::gn_family_problem(f, kjit::DType::F32, kjit::ops::Activation::SiLU);
+      const auto k = kjit_test::gn_family_config(f, p, 90);
+      covered = covered || (k && k->family == c.family);
+    }
+    CAPTURE(i);
+    CHECK(covered);
+  }
+  CHECK(known == 7);
 }
 
 TEST_CASE("a forced config is checked against the problem, naming the field and the rule") {
