@@ -64,11 +64,14 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
   CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
   // --problem goes through the op registry: a bad one names the problem and the field, before
   // the device is touched.
-  for (const auto& [arg, message] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& bad_problem : std::vector<std::pair<std::string, std::string>>{
            {"'layer_norm rows=4 widht=3'", "widht: unknown field for op layer_norm"},
            {"'rms_norm rows=4'", "width: missing"},
            {"'softmax rows=4'", "unknown op 'softmax'"},
            {"'group_norm 8x250x4 g=32'", "groups: "}}) {
+    // Named copies: clang 14 cannot capture a structured binding in CAPTURE's lambda.
+    const std::string& arg = bad_problem.first;
+    const std::string& message = bad_problem.second;
     CAPTURE(arg);
     const auto r = run_tool("kjit-bench", "-p " + arg, dir.path);
     CHECK(r.rc == 1);
