@@ -449,8 +449,11 @@ TEST_CASE("layer_norm: autotune picks a candidate, and a new runtime reuses the 
       return std::make_pair(
           c, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
-    const auto [tuned, tune_s] = prepare();
-    const auto [again, reuse_s] = prepare();
+    // Not structured bindings: clang 14 cannot capture one in the lambda below.
+    const auto first = prepare(), second = prepare();
+    const LayerNormConfig& tuned = first.first;
+    const LayerNormConfig& again = second.first;
+    const double tune_s = first.second, reuse_s = second.second;
     CHECK(again.describe() == tuned.describe());
     const auto cands = kjit::ops::layer_norm_candidates(p, kjit::Target::of(runtime()), true);
     CHECK(std::any_of(cands.begin(), cands.end(),
