@@ -22,6 +22,17 @@ namespace kjit::tools {
 
 // No header comes near this: a larger file in a bundle or templates folder is refused unread.
 constexpr size_t kMaxHeaderBytes = size_t{16} << 20;
+// An entry's closure: at most this many headers, and this many bytes of text together (a hostile
+// recording could otherwise name one large text under many names).
+constexpr size_t kMaxEntryHeaders = 256;
+constexpr size_t kMaxEntryBytes = size_t{64} << 20;
+
+// The rule a header text from a recording breaks, or "": every #include (also as %:include,
+// after comments and line splices are removed) names one of `allowed` in quotes, and nothing
+// else reaches a file (#include_next, #import, #embed, __has_include). NVRTC would otherwise
+// open any path an include names, on the machine that precompiles.
+std::string include_problem(const std::string& text,
+                            const std::map<std::string, std::string>& allowed);
 
 bool is_kernel_entry(const nlohmann::json& entry);  // an object with a "kernel" field
 
@@ -50,7 +61,7 @@ class HeaderSource {
  private:
   std::vector<std::string> bundles_;
   std::string templates_;
-  std::map<std::pair<std::string, std::string>, std::string> found_;
+  std::map<std::string, std::string> found_;  // by SHA-256: one copy of each text
 };
 
 // Compilers for kernel entries. Each holds one consistent set of header texts: an entry goes to
