@@ -151,7 +151,8 @@ struct Recorder::Impl {
   void read_existing();
   void fail(const std::string& why);
   void append(const std::string& line);
-  void copy_header(const std::string& name, const std::string& text, const std::string& sha);
+  // Whether the bundle holds the header afterwards (false: the failure is counted and printed).
+  bool copy_header(const std::string& name, const std::string& text, const std::string& sha);
 };
 
 void Recorder::Impl::open() {
@@ -235,19 +236,19 @@ void Recorder::Impl::append(const std::string& line) {
   ++stats.lines;
 }
 
-void Recorder::Impl::copy_header(const std::string& hname, const std::string& text,
+bool Recorder::Impl::copy_header(const std::string& hname, const std::string& text,
                                  const std::string& sha) {
-  if (is_builtin(hname, text) || !bundled.insert(sha).second) return;
+  if (is_builtin(hname, text) || !bundled.insert(sha).second) return true;
   std::string why;
   if (!bundle.valid() && folder.sub(name + ".d", true, &trust, &bundle, &why) != OpenStatus::Ok) {
     bundled.erase(sha);
     fail("cannot make the bundle folder: " + why);
-    return;
+    return false;
   }
   struct stat st;
   if (::fstatat(bundle.fd(), sha.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
       static_cast<size_t>(st.st_size) == text.size())
-    return;  // another process copied it (the tools check every copy's hash)
+    return true;  // another process copied it (the tools check every copy's hash)
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
       sha + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
@@ -259,7 +260,9 @@ void Recorder::Impl::copy_header(const std::string& hname, const std::string& te
     bundle.remove_file(tmp);
     bundled.erase(sha);
     fail("cannot copy header " + hname + " to " + bundle.path_of(sha) + ": " + errno_text(err));
+    return false;
   }
+  return true;
 }
 
 Recorder::Recorder(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -292,10 +295,12 @@ void Recorder::kernel(const Spec& spec, const Closure& closure) {
   const std::string line = kernel_line_of(spec, closure, shas);
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->seen.count(line)) return;
-  // Copies first: a line in the file can always find its headers in the bundle.
+  // Copies first: a line in the file can always find its headers in the bundle. A copy that
+  // failed leaves the line out (and unseen), so that a later load, or process, records it whole.
+  bool copied = true;
   for (size_t i = 0; i < closure.size(); ++i)
-    impl_->copy_header(closure[i].first, closure[i].second, shas[i]);
-  impl_->append(line);
+    copied &= impl_->copy_header(closure[i].first, closure[i].second, shas[i]);
+  if (copied) impl_->append(line);
 }
 
 void Recorder::kernel(const Spec& spec, const TemplateSet& templates) {
@@ -347,13 +352,21 @@ ProblemScope record_problem(Runtime& rt, const std::function<std::string()>& pro
                             bool aligned, bool autotune) {
   Recorder* r = rt.compiler().recorder();
   if (!r) return ProblemScope(false);
+  // A forced config (empty text) or a text that is no one-line JSON object: the op's kernels are
+  // recorded as kernel entries instead. Recording never fails the op.
   std::string text = problem_json();
-  if (text.size() < 2 || text.back() != '}') return ProblemScope(false);
+  if (text.size() < 3 || text.front() != '{' || text.back() != '}' ||
+      text.find_first_of("\r\n") != std::string::npos)
+    return ProblemScope(false);
   // The variant switches, as fields of the entry (the tools take them off before the op parses).
   text.pop_back();
   if (!aligned) text += ",\"aligned\":false";
   if (autotune) text += ",\"autotune\":true";
-  r->problem(text + "}");
+  try {
+    r->problem(text + "}");
+  } catch (const Error&) {
+    return ProblemScope(false);  // counted by the Recorder; the kernels are recorded one by one
+  }
   return ProblemScope(true);
 }
 

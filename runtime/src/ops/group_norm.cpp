@@ -234,7 +234,7 @@ static const detail::GnPlan& plan_for(Runtime& rt, const GroupNormProblem& p, bo
   if (const detail::GnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<detail::GnPlan> {
     const op::ProblemScope rec = op::record_problem(
-        rt, [&] { return group_norm_problem_json(p); }, aligned, tune);
+        rt, [&] { return forced ? std::string() : group_norm_problem_json(p); }, aligned, tune);
     if (forced) {
       validate_config(p, *forced, rt.props().cc(), aligned);
       auto plan = detail::build_plan(rt, p, *forced, stream);

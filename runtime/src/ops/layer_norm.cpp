@@ -57,7 +57,7 @@ const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned,
   if (const LnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
     const op::ProblemScope rec = op::record_problem(
-        rt, [&] { return layer_norm_problem_json(p); }, aligned, tune);
+        rt, [&] { return forced ? std::string() : layer_norm_problem_json(p); }, aligned, tune);
     const char* op = norm_kind_name(p.kind);
     if (tune) {
       auto plan = layer_norm_plan(rt, p, layer_norm_autotune(rt, p, aligned, opt.eps, stream),
