@@ -67,7 +67,8 @@ bool write_record(const TuneContext& ctx, const TuneRequest& req, const cache::K
 TuneOutcome time_all(const TuneContext& ctx, const TuneRequest& req,
                      const std::function<Launch(size_t)>& trial) {
   TuneOutcome best;
-  float best_score = INFINITY;
+  float best_score = 0;
+  bool found = false;
   std::optional<Error> passing;  // the first failure that may pass (out of memory, ...)
   for (size_t i = 0; i < req.candidates.size(); ++i) {
     float ms;
@@ -81,7 +82,8 @@ TuneOutcome time_all(const TuneContext& ctx, const TuneRequest& req,
     }
     ++best.timed;
     const float score = ms * (i < req.weight.size() ? req.weight[i] : 1.f);
-    if (score < best_score) {
+    if (!found || score < best_score) {
+      found = true;
       best_score = score;
       best.index = i;
       best.ms = ms;
@@ -107,7 +109,14 @@ cache::Key tune_key(const TuneContext& ctx, const TuneRequest& req) {
   kb.add("kjit", KJIT_VERSION_STRING);
   for (const auto& [field, value] : ctx.device) kb.add("device " + field, value);
   for (const auto& [field, value] : req.key) kb.add("key " + field, value);
-  for (const std::string& c : req.candidates) kb.add("candidate", c);
+  for (size_t i = 0; i < req.candidates.size(); ++i) {
+    kb.add("candidate", req.candidates[i]);
+    if (i < req.weight.size() && req.weight[i] != 1.f)
+      kb.add("weight", std::to_string(req.weight[i]));
+  }
+  // The timing rule decides what "fastest" means: another rule is another record.
+  kb.add("rule", std::to_string(req.rule.round_ms) + "/" + std::to_string(req.rule.rounds) + "/" +
+                     std::to_string(req.rule.max_calls));
   return kb.finish();
 }
 
@@ -159,6 +168,25 @@ TuneOutcome tune(Runtime& rt, const TuneRequest& req, const std::function<Launch
   return tune(ctx, req, trial);
 }
 
+void check_candidates(const TuneRequest& req) {
+  for (size_t i = 0; i < req.candidates.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (req.candidates[i] == req.candidates[j])
+        throw Error::invalid("candidates", "autotune " + problem_text(req) + ": candidates " +
+                                               std::to_string(j) + " and " + std::to_string(i) +
+                                               " are both '" + req.candidates[i] + "'");
+}
+
+void check_weight(const TuneRequest& req, size_t i, float w) {
+  if (i >= req.candidates.size())
+    throw Error::invalid("weight", "autotune " + problem_text(req) + ": weight for candidate " +
+                                       std::to_string(i) + " of " +
+                                       std::to_string(req.candidates.size()));
+  if (!(w > 0) || !std::isfinite(w))
+    throw Error::invalid("weight", "autotune " + problem_text(req) + ": weight " +
+                                       std::to_string(w) + " must be finite and > 0");
+}
+
 std::string template_digest(Runtime& rt, const std::string& template_name) {
   cache::KeyBuilder kb;
   for (const auto& [name, text] : rt.templates().closure(template_name)) kb.add(name, text);
@@ -168,9 +196,10 @@ std::string template_digest(Runtime& rt, const std::string& template_name) {
 }  // namespace detail
 
 float time_calls(Runtime& rt, CUstream stream, const Launch& call, const TimingRule& rule) {
-  if (!(rule.round_ms > 0) || rule.rounds < 1 || rule.max_calls < 1)
+  if (!(rule.round_ms > 0) || !std::isfinite(rule.round_ms) || rule.round_ms > 1e6f ||
+      rule.rounds < 1 || rule.max_calls < 1)
     throw Error::invalid("rule",
-                         "autotune timing rule: round_ms > 0, rounds >= 1 and "
+                         "autotune timing rule: 0 < round_ms <= 1e6, rounds >= 1 and "
                          "max_calls >= 1 (got " +
                              std::to_string(rule.round_ms) + ", " + std::to_string(rule.rounds) +
                              ", " + std::to_string(rule.max_calls) + ")");
@@ -181,8 +210,10 @@ float time_calls(Runtime& rt, CUstream stream, const Launch& call, const TimingR
   stop.record(stream);
   stop.synchronize();
   const float once = std::max(stop.ms_since(start), 1e-3f);
+  // Clamped as a double: a cast of a value past INT_MAX would be undefined.
   const int calls =
-      std::clamp(static_cast<int>(std::ceil(rule.round_ms / once)), 1, rule.max_calls);
+      static_cast<int>(std::clamp(std::ceil(static_cast<double>(rule.round_ms) / once), 1.0,
+                                  static_cast<double>(rule.max_calls)));
   float best = once;
   for (int round = 0; round < rule.rounds; ++round) {
     start.record(stream);

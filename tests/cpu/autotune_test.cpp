@@ -2,6 +2,7 @@
 // candidate's scripted time, a disk cache in a folder of the test's own holds the records.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -204,7 +205,9 @@ TEST_CASE("autotune: a weight makes a candidate win only by its margin") {
   Fake g;
   g.script = {{64, ok(1.000f)}, {128, ok(0.99f)}};
   CHECK(g.tune(t).config.block == 128);
-  CHECK_THROWS_AS(t.weight(5, 1.f), std::out_of_range);
+  CHECK_KJIT_ERROR(t.weight(5, 1.f), Errc::InvalidArgument);
+  for (float bad : {0.f, -1.f, INFINITY, NAN})
+    CHECK_KJIT_ERROR(t.weight(0, bad), Errc::InvalidArgument);
 }
 
 TEST_CASE("autotune: a record that is not the tuner's own is ignored and overwritten") {
@@ -231,8 +234,8 @@ TEST_CASE("autotune: a record that is not the tuner's own is ignored and overwri
 TEST_CASE("autotune: recall serves a stored winner without timing, and nothing before that") {
   Fake f;
   f.script = {{64, ok(3.f)}, {128, ok(1.f)}};
-  const kjit::detail::TuneRequest req{"test.scale", 1, {{"n", "4096"}, {"dtype", "f32"}},
-                                      {"block=64", "block=128"}, {}, {}};
+  const kjit::detail::TuneRequest req{
+      "test.scale", 1, {{"n", "4096"}, {"dtype", "f32"}}, {"block=64", "block=128"}, {}, {}};
   std::vector<size_t> built;
   auto trial = [&](size_t i) {
     built.push_back(i);
@@ -255,4 +258,28 @@ TEST_CASE("autotune: a capture error propagates: it is the call's, whichever can
   f.script = {{64, run_fails(Errc::CaptureCompile)}, {128, ok(1.f)}};
   CHECK_KJIT_ERROR(f.tune(tuner({64, 128})), Errc::CaptureCompile);
   CHECK(f.builds == 1);
+}
+
+TEST_CASE("autotune: a failed candidate is never the winner, whatever the weights") {
+  Fake f;
+  f.script = {{64, build_fails(Errc::Compile)}, {128, ok(2.f)}, {256, ok(1.f)}};
+  auto t = tuner({64, 128, 256});
+  t.weight(1, 1e30f).weight(2, 1e30f);  // scores overflow to inf: still one of the timed ones
+  const auto r = f.tune(t);
+  CHECK(r.config.block != 64);
+  CHECK(r.timed == 2);
+}
+
+TEST_CASE("autotune: two candidates of one description are refused; weights are keyed") {
+  CHECK_KJIT_ERROR(
+      kjit::Autotuner<Tile>("t", 1, {Tile{1}, Tile{1}}, [](const Tile& x) { return x.name(); }),
+      Errc::InvalidArgument);
+  Fake f;
+  f.script = {{64, ok(1.f)}, {128, ok(1.1f)}};
+  REQUIRE(f.tune(tuner({64, 128})).stored);
+  auto weighted = tuner({64, 128});
+  weighted.weight(0, 2.f);
+  const auto r = f.tune(weighted);
+  CHECK_FALSE(r.from_record);  // another weight is another choice
+  CHECK(r.config.block == 128);
 }

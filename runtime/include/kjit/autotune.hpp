@@ -99,6 +99,13 @@ TuneOutcome tune(const TuneContext& ctx, const TuneRequest& req,
 // The record's key (exposed for tests and kjit-cache).
 cache::Key tune_key(const TuneContext& ctx, const TuneRequest& req);
 
+// Throws InvalidArgument for two candidates of one description.
+void check_candidates(const TuneRequest& req);
+// Throws InvalidArgument unless i names a candidate of req and w is finite and > 0.
+void check_weight(const TuneRequest& req, size_t i, float w);
+// The digest of a template's closure, as the key of a tuner that depends on it.
+std::string template_digest(Runtime& rt, const std::string& template_name);
+
 }  // namespace detail
 
 // Config: any copyable type; `describe` names a candidate uniquely and stably (it is the stored
@@ -108,11 +115,14 @@ class Autotuner {
  public:
   using Describe = std::function<std::string(const Config&)>;
 
+  // Two candidates with the same description are an InvalidArgument (a record could not tell
+  // them apart).
   Autotuner(std::string name, int version, std::vector<Config> candidates, Describe describe)
       : configs_(std::move(candidates)) {
     req_.name = std::move(name);
     req_.version = version;
     for (const Config& c : configs_) req_.candidates.push_back(describe(c));
+    detail::check_candidates(req_);
   }
 
   // The problem the winner is for: every value it depends on besides the device, the driver,
@@ -131,12 +141,9 @@ class Autotuner {
     req_.rule = rule;
     return *this;
   }
-  // Candidate i's time counts `w` times its measured time when choosing (default 1).
-  Autotuner& weight(size_t i, float w) {
-    req_.weight.resize(configs_.size(), 1.f);
-    req_.weight.at(i) = w;
-    return *this;
-  }
+  // Candidate i's time counts `w` times its measured time when choosing (default 1): finite and
+  // > 0, else InvalidArgument, as for an index past the candidates. Weights are part of the key.
+  Autotuner& weight(size_t i, float w);
 
   // The stored winner if there is one (no timing), else every candidate timed: `trial(c)` builds
   // candidate c (compiling, loading) and returns its Launch. Failure policy, for building or
@@ -182,10 +189,13 @@ class Autotuner {
   detail::TuneRequest req_;
 };
 
-namespace detail {
-// The digest of a template's closure, as the key of a tuner that depends on it.
-std::string template_digest(Runtime& rt, const std::string& template_name);
-}  // namespace detail
+template <class Config>
+Autotuner<Config>& Autotuner<Config>::weight(size_t i, float w) {
+  detail::check_weight(req_, i, w);
+  req_.weight.resize(configs_.size(), 1.f);
+  req_.weight[i] = w;
+  return *this;
+}
 
 template <class Config>
 Autotuner<Config>& Autotuner<Config>::depends_on(Runtime& rt, const std::string& template_name) {

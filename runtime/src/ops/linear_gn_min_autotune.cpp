@@ -4,6 +4,7 @@
 // output. Each step's winner is remembered in the disk cache on its own; the GEMM's is named by
 // its mode and algorithm (lt::describe), found again in the next process's heuristic list
 // (the same for the same cuBLASLt version, which is part of the key).
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -47,8 +48,14 @@ std::vector<GemmChoice> gemm_choices(Runtime& rt, LgmState& st, const LgmKey& ke
       if (e.code() != Errc::Cublas) throw;
       continue;  // no algorithm in this mode: the other one may have some
     }
-    for (const auto& a : algos)
-      if (a.workspaceSize <= kLinearGnMinGemmWorkspace) out.push_back({!kernel_adds, a});
+    // Within kjit's workspace, each description once (the tuner's record names a candidate by it).
+    for (const auto& a : algos) {
+      const GemmChoice c{!kernel_adds, a};
+      if (a.workspaceSize > kLinearGnMinGemmWorkspace) continue;
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const GemmChoice& o) { return o.describe() == c.describe(); }))
+        out.push_back(c);
+    }
   }
   return out;
 }
