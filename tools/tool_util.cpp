@@ -1,5 +1,9 @@
 #include "tool_util.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -10,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "kjit/error.hpp"
@@ -295,12 +300,41 @@ std::string read_text(std::istream& in, const std::string& name) {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(Errc::Io, path + ": is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(Errc::Io, path + ": cannot open it");
-  return read_text(in, path);
+  // Not blocking and checked before reading: a FIFO or a device at the name (a planted recording,
+  // say) is refused rather than waited on, or read without end. Read through the same descriptor.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw Error(Errc::Io, path + ": cannot open it (" + std::strerror(errno) + ")");
+  struct stat st;
+  const int rc = ::fstat(fd, &st);
+  const int err = errno;
+  if (rc != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (rc != 0) throw Error(Errc::Io, path + ": cannot stat it (" + std::strerror(err) + ")");
+    throw Error(Errc::Io, path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file"
+                                                      : ": is not a regular file (a FIFO, "
+                                                        "device or socket)"));
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw Error(Errc::Io, path + ": cannot read it (" + std::strerror(e) + ")");
+    }
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > kMaxTextBytes) {
+      ::close(fd);
+      throw Error(Errc::Io, path + ": longer than " + std::to_string(kMaxTextBytes >> 20) +
+                                " MiB, more than any manifest");
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  std::istringstream in(text);
+  return read_text(in, path);  // the same checks as any other text (NUL bytes)
 }
 
 std::string not_empty(const std::string& value) {

@@ -1,5 +1,6 @@
 // kjit-precompile, run as a process the way CI and users run it (no GPU needed).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <map>
@@ -266,6 +267,12 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
       "kjit-precompile", "-n -a sm_90 " + dir.path + "/nope.json --cache-dir " + cache, dir.path);
   CHECK(after_arch.rc == 2);
   CHECK(after_arch.err.find("nope.json: cannot open it") != std::string::npos);
+  // A FIFO at a manifest's name (a planted recording) is refused at once, never waited on.
+  const std::string fifo = dir.path + "/planted.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto on_fifo = run_tool("kjit-precompile", "-n " + fifo, dir.path);
+  CHECK(on_fifo.rc == 2);
+  CHECK(on_fifo.err.find("is not a regular file") != std::string::npos);
   auto sm80a = run_tool("kjit-precompile", "-n -a sm_80a --cache-dir " + cache, dir.path);
   CHECK(sm80a.rc == 2);
   CHECK(sm80a.err.find("'a' variant") != std::string::npos);
