@@ -86,7 +86,10 @@ TEST_CASE("layer_norm validation names the field and the rule") {
         "width");
   CHECK(with([](LayerNormProblem& p) { p.width = kjit::ops::layer_norm_max_width(); }) ==
         "<no error>");
-  CHECK(with([](LayerNormProblem& p) { p.rows = int64_t{1} << 53; }) == "rows");  // > 2^62
+  CHECK(with([](LayerNormProblem& p) { p.rows = int64_t{1} << 53; }) == "rows");  // > 2^59
+  // The bound: 2^59 elements, so that their bytes (4 each at most) never overflow a size_t.
+  CHECK(with([](LayerNormProblem& p) { p.rows = (int64_t{1} << 59) / 768; }) == "<no error>");
+  CHECK(with([](LayerNormProblem& p) { p.rows = (int64_t{1} << 59) / 768 + 1; }) == "rows");
   try {
     LayerNormProblem p = ok;
     p.width = -3;

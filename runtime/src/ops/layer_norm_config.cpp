@@ -161,10 +161,11 @@ void validate(const LayerNormProblem& p) {
     bad(p, "width",
         "width = " + std::to_string(p.width) +
             " exceeds 2^31 - 2^20 (32-bit indices within a row)");
-  if (p.rows > (int64_t{1} << 62) / p.width)
+  // Elements times their bytes (4 at most) must fit a size_t with room: 2^59 elements.
+  if (p.rows > (int64_t{1} << 59) / p.width)
     bad(p, "rows",
         "rows * width = " + std::to_string(p.rows) + " * " + std::to_string(p.width) +
-            " exceeds 2^62 elements");
+            " exceeds 2^59 elements (sizes in bytes must not overflow)");
 }
 
 void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc, bool aligned) {

@@ -111,7 +111,7 @@ LayerNormConfig layer_norm_heuristic(const LayerNormProblem& p, const Target& t,
 Spec layer_norm_spec(const LayerNormProblem& p, const LayerNormConfig& c);
 
 // Throws InvalidArgument (naming the field) when p breaks a rule: enums, sizes and limits
-// (width <= layer_norm_max_width(), rows * width <= 2^62), param_dtype, bias with RMSNorm.
+// (width <= layer_norm_max_width(), rows * width <= 2^59), param_dtype, bias with RMSNorm.
 void validate(const LayerNormProblem& p);
 // Every check a call makes before it needs the device: the problem, eps, the pointers (null,
 // aligned to their element size, aliasing as above).
