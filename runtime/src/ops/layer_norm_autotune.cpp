@@ -17,6 +17,29 @@
 namespace kjit::ops {
 namespace {
 
+// The runtime's context current on this thread for a scope (the driver calls below need it; a
+// host app's thread may have none or another one current).
+class CurrentContext {
+ public:
+  // Both entry points are looked up here: the destructor must not throw.
+  explicit CurrentContext(Runtime& rt)
+      : pop_(reinterpret_cast<PFN_cuCtxPopCurrent_v4000>(driver_proc("cuCtxPopCurrent", 4000))) {
+    auto push = reinterpret_cast<PFN_cuCtxPushCurrent_v4000>(driver_proc("cuCtxPushCurrent", 4000));
+    if (CUresult r = push(rt.context()); r != CUDA_SUCCESS)
+      throw Error(Errc::Cuda, "layer_norm autotune: cuCtxPushCurrent failed (" +
+                                  std::to_string(static_cast<int>(r)) + ")");
+  }
+  ~CurrentContext() {
+    CUcontext popped = nullptr;
+    pop_(&popped);
+  }
+  CurrentContext(const CurrentContext&) = delete;
+  CurrentContext& operator=(const CurrentContext&) = delete;
+
+ private:
+  PFN_cuCtxPopCurrent_v4000 pop_;
+};
+
 // Every operand of a call, on the device: x, residual, y, sum [rows, width], weight and bias
 // [width] (offset by one element when the caller's pointers are not 16-byte aligned). Filled on
 // a stream of its own (DeviceBuffer's helpers synchronize the whole context, which would wait
@@ -28,6 +51,7 @@ struct Scratch {
     const size_t w = static_cast<size_t>(p.width) * dtype_size(p.param_dtype) + 16;
     auto memset = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(driver_proc("cuMemsetD8Async", 3020));
     Stream s(rt);
+    const CurrentContext current(rt);
     for (size_t i = 0; i < 6; ++i) {
       bufs.emplace_back(rt, i < 4 ? n : w);
       // 0x3c: 0.0115 in fp32, 1.06 in fp16, 0.0114 in bf16; finite everywhere.
