@@ -3,6 +3,7 @@
 #include <cudaTypedefs.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,8 +70,12 @@ struct Scratch {
 }  // namespace
 
 bool layer_norm_autotune_env() {
-  const char* v = std::getenv("KJIT_AUTOTUNE");
-  return v && std::string(v) == "1";
+  // Read once: plan_for asks on every call, and the hot path reads no environment.
+  static const bool on = [] {
+    const char* v = std::getenv("KJIT_AUTOTUNE");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
 }
 
 LayerNormConfig layer_norm_autotune(Runtime& rt, const LayerNormProblem& p, bool aligned, float eps,

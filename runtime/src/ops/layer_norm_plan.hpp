@@ -44,7 +44,7 @@ struct LnState {
 std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
                                         const LayerNormConfig& c, bool aligned, CUstream stream);
 
-// KJIT_AUTOTUNE=1.
+// KJIT_AUTOTUNE=1 (read once per process, as for the other ops).
 bool layer_norm_autotune_env();
 
 // Times layer_norm_candidates on scratch buffers and returns the fastest (kjit::Autotuner: stored
