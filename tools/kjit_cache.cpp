@@ -1,4 +1,5 @@
-// kjit-cache: look after a kjit disk cache: stats, list, verify, prune, clear, export, import.
+// kjit-cache: look after a kjit disk cache: stats, list, verify, prune, clear, export, import;
+// and, with a remote tier configured (KJIT_REMOTE_CACHE), push and pull between the two.
 //
 // Read-only commands (stats, list, verify, export) open the cache read-only, so they never touch a
 // file (not even the LRU timestamps); prune, clear and import open it read-write.
@@ -68,6 +69,55 @@ std::string or_dash(const std::string& s) {
   return s.empty() ? "-" : s;
 }
 
+// The remote tier's section of `stats`: what the server says, and the fleet-wide counters.
+json remote_stats(kc::RemoteCache& remote) {
+  json out = {{"url", remote.where()}};
+  std::string why;
+  const std::optional<kc::RemoteServerInfo> info = remote.server_info(&why);
+  out["reachable"] = info.has_value();
+  if (!info) {
+    out["error"] = why;
+    return out;
+  }
+  out["ping_us"] = info->ping_us;
+  out["redis_version"] = info->version;
+  out["used_memory"] = info->used_memory;
+  out["maxmemory_policy"] = info->maxmemory_policy;
+  out["keyspace"] = info->keyspace;
+  out["fleet"] = info->fleet;
+  return out;
+}
+
+void print_remote(const json& r) {
+  std::printf("remote      %s", printable(r["url"].get<std::string>()).c_str());
+  if (!r["reachable"].get<bool>()) {
+    std::printf(" UNREACHABLE: %s\n", printable(r["error"].get<std::string>()).c_str());
+    return;
+  }
+  std::printf(" (redis %s, ping %llu us, %s used, %s)\n",
+              printable(r["redis_version"].get<std::string>()).c_str(),
+              static_cast<unsigned long long>(r["ping_us"].get<uint64_t>()),
+              printable(r["used_memory"].get<std::string>()).c_str(),
+              printable(r["keyspace"].get<std::string>()).c_str());
+  const std::string policy = r["maxmemory_policy"].get<std::string>();
+  if (policy != "allkeys-lru")
+    std::printf(
+        "            maxmemory-policy %s: allkeys-lru is what keeps a full server "
+        "serving (docs/TOOLS.md, \"Fleet deployment\")\n",
+        printable(policy).c_str());
+  const auto fleet = r["fleet"].get<std::map<std::string, uint64_t>>();
+  const auto at = [&](const char* k) {
+    auto it = fleet.find(k);
+    return static_cast<unsigned long long>(it == fleet.end() ? 0 : it->second);
+  };
+  std::printf(
+      "fleet       hits %llu, misses %llu, refused %llu, errors %llu, skipped %llu, "
+      "published %llu, dropped %llu, mean lookup %.0f us\n",
+      at("hits"), at("misses"), at("refused"), at("errors"), at("skipped"), at("published"),
+      at("publish_dropped"),
+      at("gets") ? static_cast<double>(at("get_us_total")) / at("gets") : 0.0);
+}
+
 int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
   const std::vector<Row> all = rows(cache);
   uint64_t bytes = 0, invalid = 0;
@@ -93,6 +143,7 @@ int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
                 {"kinds", kinds},     {"archs", archs}};
     out["oldest_age_s"] = oldest ? json(now - oldest) : json(nullptr);
     out["newest_age_s"] = newest ? json(now - newest) : json(nullptr);
+    if (cache.remote()) out["remote"] = remote_stats(*cache.remote());
     std::printf("%s\n", kjit::tools::json_text(out).c_str());
     return 0;
   }
@@ -123,6 +174,7 @@ int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {
   if (invalid)
     std::printf("invalid     %llu (run kjit-cache verify)\n",
                 static_cast<unsigned long long>(invalid));
+  if (cache.remote()) print_remote(remote_stats(*cache.remote()));
   return 0;
 }
 
@@ -184,6 +236,55 @@ int cmd_verify(kc::DiskCache& cache, bool as_json) {
   return bad.empty() ? 0 : 1;
 }
 
+// Every valid entry of the disk cache, stored on the server (synchronously, one at a time).
+int cmd_push(kc::DiskCache& cache, kc::RemoteCache& remote) {
+  uint64_t pushed = 0, failed = 0;
+  for (const kc::EntryInfo& info : cache.list(false)) {
+    kc::Key key;
+    if (!info.valid || !kc::Key::from_hex(info.key_hex, &key)) continue;
+    const std::optional<kc::Entry> e = cache.get(key);  // verified, trusted
+    if (e && remote.publish_now(key, *e))
+      ++pushed;
+    else
+      ++failed;
+  }
+  const kc::RemoteStats s = remote.stats();
+  std::printf(
+      "pushed %llu entries from %s to %s (%llu not pushed: %llu over the size limit, "
+      "%llu errors)\n",
+      static_cast<unsigned long long>(pushed), printable(cache.dir()).c_str(),
+      printable(remote.where()).c_str(), static_cast<unsigned long long>(failed),
+      static_cast<unsigned long long>(s.oversized), static_cast<unsigned long long>(s.errors));
+  return failed - s.oversized == 0 ? 0 : 1;
+}
+
+// Every value on the server that this cache lacks, verified and written to disk.
+int cmd_pull(kc::DiskCache& cache, kc::RemoteCache& remote) {
+  std::string why;
+  const std::optional<std::vector<kc::Key>> keys = remote.keys(&why);
+  if (!keys) {
+    std::fprintf(stderr, "kjit-cache pull: %s\n", printable(why).c_str());
+    return 1;
+  }
+  const uint64_t disk_hits = cache.stats().hits;
+  const uint64_t written = cache.stats().bytes_written;
+  uint64_t missing = 0;
+  for (const kc::Key& k : *keys)
+    if (!cache.get(k)) ++missing;  // a disk hit, or the remote tier's verified entry written
+  const kc::RemoteStats s = remote.stats();
+  std::printf(
+      "pulled %llu entries from %s into %s (%llu already there, %llu refused, %llu "
+      "errors, %llu gone; %s written)\n",
+      static_cast<unsigned long long>(s.hits), printable(remote.where()).c_str(),
+      printable(cache.dir()).c_str(),
+      static_cast<unsigned long long>(cache.stats().hits - disk_hits),
+      static_cast<unsigned long long>(s.refused), static_cast<unsigned long long>(s.errors),
+      static_cast<unsigned long long>(s.misses),
+      format_bytes(cache.stats().bytes_written - written).c_str());
+  (void)missing;
+  return s.refused + s.errors == 0 ? 0 : 1;
+}
+
 bool require_writable(kc::DiskCache& cache, const char* what) {
   if (cache.mode() == kc::Mode::ReadWrite) return true;
   std::fprintf(
@@ -226,6 +327,10 @@ int run(int argc, char** argv) {
   CLI::App* imp = app.add_subcommand(
       "import", "verify an archive, then publish its entries into the cache (atomically each)");
   imp->add_option("FILE", file, "archive to read")->required();
+  CLI::App* push = app.add_subcommand(
+      "push", "store every valid entry on the remote tier (KJIT_REMOTE_CACHE, signed)");
+  CLI::App* pull = app.add_subcommand(
+      "pull", "verify every value of the remote tier that the cache lacks and write it to disk");
 
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
@@ -252,7 +357,7 @@ int run(int argc, char** argv) {
     }
   }
 
-  const bool writes = prune->parsed() || clear->parsed() || imp->parsed();
+  const bool writes = prune->parsed() || clear->parsed() || imp->parsed() || pull->parsed();
   const kc::Options opts =
       kjit::tools::cache_options(cache_dir, writes ? kc::Mode::ReadWrite : kc::Mode::ReadOnly);
   try {
@@ -262,6 +367,16 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", printable(refused).c_str());
       return 1;
     }
+    if ((push->parsed() || pull->parsed()) && !cache.remote()) {
+      std::fprintf(stderr,
+                   "kjit-cache %s: no remote tier: set KJIT_REMOTE_CACHE=redis://host:port "
+                   "and KJIT_REMOTE_CACHE_KEY or KJIT_REMOTE_CACHE_KEY_FILE\n",
+                   push->parsed() ? "push" : "pull");
+      return 2;
+    }
+    if (push->parsed()) return cmd_push(cache, *cache.remote());
+    if (pull->parsed())
+      return require_writable(cache, "pull") ? cmd_pull(cache, *cache.remote()) : 1;
     if (stats->parsed()) return cmd_stats(cache, opts.max_bytes, json_out);
     if (list->parsed()) return cmd_list(cache, json_out, full_keys);
     if (verify->parsed()) return cmd_verify(cache, json_out);

@@ -64,6 +64,7 @@ struct Job {
   size_t bytes = 0;
   std::string key_hex;
   std::string error;
+  bool remote = false;  // --remote: store it on the remote tier too
 };
 
 struct EntryFailure {
@@ -167,6 +168,16 @@ std::string not_stored_reason(kjit::Compiler& compiler) {
   return "evicted at once by the size cap (KJIT_CACHE_MAX_SIZE)";
 }
 
+// --remote: the entry the disk cache holds, signed and stored on the server before the job counts.
+void push_to_remote(Job& job, const kjit::cache::Key& key) {
+  kjit::cache::DiskCache& disk = job.compiler->disk_cache();
+  const std::optional<kjit::cache::Entry> e = disk.get(key);
+  std::string why = "it is not in the disk cache";
+  if (e && disk.remote()->publish_now(key, *e, &why)) return;
+  job.status = Status::Failed;
+  job.error = "not stored on the remote tier " + disk.remote()->where() + ": " + why;
+}
+
 void compile_job(Job& job) {
   kjit::Compiler& compiler = *job.compiler;
   const auto t0 = Clock::now();
@@ -183,6 +194,7 @@ void compile_job(Job& job) {
       job.status = Status::Failed;
       job.error = "compiled, but the entry is not in the cache: " + not_stored_reason(compiler);
     }
+    if (job.remote && job.status != Status::Failed) push_to_remote(job, key);
   } catch (const kjit::Error& e) {
     job.status = Status::Failed;
     job.error = std::string(kjit::errc_name(e.code())) + ": " + e.what();
@@ -218,7 +230,7 @@ int run(int argc, char** argv) {
   unsigned jobs_n = std::max(1u, std::thread::hardware_concurrency());
   int sm_count = 0;
   bool all_candidates = false, unaligned = false, json_out = false, quiet = false;
-  bool dry_run = false, print_manifest = false, list_ops = false;
+  bool dry_run = false, print_manifest = false, list_ops = false, remote = false;
   app.add_option("manifest", manifests,
                  "JSON manifest file(s): {\"problems\": [...], \"archs\": [...]}; - reads stdin");
   app.add_option("-p,--problem", problem_args,
@@ -260,6 +272,9 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "no per-kernel lines, only errors and the summary");
   app.add_flag("-n,--dry-run", dry_run,
                "list the kernels and whether the cache has them; compile nothing");
+  app.add_flag("--remote", remote,
+               "also store every kernel, signed, on the remote tier (KJIT_REMOTE_CACHE, "
+               "KJIT_REMOTE_CACHE_KEY): fills a fleet's cache; a kernel not stored there fails");
   app.add_flag("--print-manifest", print_manifest,
                "print the problems that would be precompiled (as a manifest) and exit");
   app.add_flag("--list-ops", list_ops, "print the ops a manifest may name and exit");
@@ -424,6 +439,14 @@ int run(int argc, char** argv) {
                      .c_str());
     return 2;
   }
+  if (remote && !compiler.disk_cache().remote()) {
+    std::fprintf(
+        stderr,
+        "kjit-precompile --remote: no remote tier: set KJIT_REMOTE_CACHE=redis://host:port "
+        "and KJIT_REMOTE_CACHE_KEY or KJIT_REMOTE_CACHE_KEY_FILE\n");
+    return 2;
+  }
+  for (Job& j : jobs) j.remote = remote;
   std::string arch_list;
   for (const auto& t : targets) arch_list += (arch_list.empty() ? "" : ",") + t.arch;
 
@@ -510,6 +533,7 @@ int run(int argc, char** argv) {
     out["archs"] = json::array();
     for (const auto& t : targets) out["archs"].push_back(t.arch);
     out["cache_dir"] = compiler.disk_cache().dir();
+    if (compiler.disk_cache().remote()) out["remote"] = compiler.disk_cache().remote()->where();
     out["nvrtc_version"] = kjit::Compiler::nvrtc_version();
     json errors = json::array();
     for (const auto& f : failures)
@@ -543,6 +567,9 @@ int run(int argc, char** argv) {
   } else {
     std::printf("kjit-precompile: %zu compiled, %zu cached, %zu failed in %.2f s (%.1f kernels/s",
                 compiled, cached, failed, secs, rate);
+    if (remote)
+      std::printf("; every kernel not failed is on %s",
+                  printable(compiler.disk_cache().remote()->where()).c_str());
     if (!failures.empty()) std::printf("; %zu bad manifest entries", failures.size());
     std::printf(")\n");
   }

@@ -179,6 +179,7 @@ Options Options::from_env() {
       detail::warn("KJIT_CACHE_MAX_SIZE=" + size +
                    " is not a size (bytes, or with K/M/G/T); using " + std::to_string(o.max_bytes));
   }
+  o.remote = RemoteOptions::from_env();
   return o;
 }
 

@@ -295,6 +295,9 @@ void DiskCache::Impl::trim_if_over_cap() {
 DiskCache::DiskCache(Options opts) {
   if (opts.dir.empty()) opts.dir = Options::default_dir();
   impl_ = std::make_unique<Impl>(std::move(opts));
+  // KJIT_CACHE=off means no cache at all; a folder the trust policy refused still has the tier.
+  if (!impl_->opts.remote.url.empty() && impl_->opts.mode != Mode::Off)
+    impl_->remote = std::make_unique<RemoteCache>(impl_->opts.remote);
 }
 
 DiskCache::~DiskCache() = default;
@@ -321,7 +324,7 @@ std::optional<Entry> DiskCache::get(const Key& key) {
     Entry e;
     Lookup r = impl_->mode == Mode::Off ? Lookup::Miss : impl_->lookup(key, &e);
     impl_->count(r);
-    if (r == Lookup::Hit) return e;
+    if (r == Lookup::Hit || impl_->fetch_remote(key, &e)) return e;
   } catch (...) {  // bad_alloc on a huge file: a failed read, never an exception for the caller
     ++impl_->read_errors;
     ++impl_->misses;
@@ -329,37 +332,53 @@ std::optional<Entry> DiskCache::get(const Key& key) {
   return std::nullopt;
 }
 
-bool DiskCache::put(const Key& key, const Entry& entry) {
-  if (impl_->mode != Mode::ReadWrite) return false;
+bool DiskCache::Impl::put_local(const Key& key, const Entry& entry) {
+  if (mode != Mode::ReadWrite) return false;
   try {
     Entry sealed;
     const Entry* to_write = &entry;
-    if (impl_->opts.check) {
+    if (opts.check) {
       sealed = entry;
-      impl_->opts.check->seal(key, &sealed);
+      opts.check->seal(key, &sealed);
       to_write = &sealed;
     }
     std::string bytes = serialize_entry(key, *to_write);
     // An entry over half the cap would make the next trim evict everything, itself included.
-    const uint64_t cap = impl_->opts.max_bytes;
+    const uint64_t cap = opts.max_bytes;
     if (cap != 0 && bytes.size() > cap / 2) {
-      if (impl_->oversized++ == 0)  // once per cache: every such put would say the same
-        impl_->warn("not caching " + entry.label + " (" + std::to_string(bytes.size()) +
-                    " bytes): entries over half of the size cap (" + std::to_string(cap) +
-                    " bytes, KJIT_CACHE_MAX_SIZE) are not stored");
+      if (oversized++ == 0)  // once per cache: every such put would say the same
+        warn("not caching " + entry.label + " (" + std::to_string(bytes.size()) +
+             " bytes): entries over half of the size cap (" + std::to_string(cap) +
+             " bytes, KJIT_CACHE_MAX_SIZE) are not stored");
       return false;
     }
-    if (std::string why = impl_->publish(key, bytes); !why.empty()) {
-      impl_->note_write_error(why);
+    if (std::string why = publish(key, bytes); !why.empty()) {
+      note_write_error(why);
       return false;
     }
-    impl_->bytes_written += bytes.size();
-    impl_->account_put(bytes.size());
+    bytes_written += bytes.size();
+    account_put(bytes.size());
     return true;
   } catch (const std::exception& e) {
-    impl_->note_write_error(std::string("cannot write entry ") + key.hex() + ": " + e.what());
+    note_write_error(std::string("cannot write entry ") + key.hex() + ": " + e.what());
     return false;
   }
+}
+
+bool DiskCache::put(const Key& key, const Entry& entry) {
+  const bool stored = impl_->put_local(key, entry);
+  if (impl_->remote) impl_->remote->publish(key, entry);  // never blocks: a bounded queue
+  return stored;
+}
+
+bool DiskCache::Impl::fetch_remote(const Key& key, Entry* out) {
+  if (!remote) return false;
+  std::optional<Entry> e = remote->get(key);
+  if (!e) return false;
+  // Sealed and checked like any entry: what lands on disk is this user's file again.
+  if (mode == Mode::ReadWrite) put_local(key, *e);
+  *out = std::move(*e);
+  return true;
 }
 
 Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make, bool* made) {
@@ -394,6 +413,12 @@ Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make,
       // One call counts one miss, with the first problem seen on the way.
       if (first == Lookup::Miss) first = second;
     }
+    // Under the per-key lock: the other processes of this host that wait for it then find the
+    // fetched entry on disk instead of asking the server too.
+    if (m.fetch_remote(key, &e)) {
+      m.count(first);
+      return e;
+    }
   } catch (...) {
     first = Lookup::ReadError;  // bad_alloc while reading: fall through and compile
   }
@@ -424,6 +449,10 @@ Stats DiskCache::stats() const {
 
 void DiskCache::count_compile() {
   ++impl_->compiles;
+}
+
+RemoteCache* DiskCache::remote() {
+  return impl_->remote.get();
 }
 
 }  // namespace kjit::cache

@@ -18,6 +18,7 @@ enum class Lookup { Hit, Miss, Corrupt, ReadError, Untrusted };
 struct DiskCache::Impl {
   Options opts;
   std::unique_ptr<detail::Trust> trust;
+  std::unique_ptr<RemoteCache> remote;  // null: no remote tier
   std::string root;  // opts.dir resolved (a symlink given by the user is followed once, here)
   Mode mode;
   int stall_write_ms;
@@ -50,6 +51,9 @@ struct DiskCache::Impl {
                                 std::string* why) const;
 
   Lookup lookup(const Key& key, Entry* out);
+  // The remote tier's verified entry, written to disk (when writable); false on any miss.
+  bool fetch_remote(const Key& key, Entry* out);
+  bool put_local(const Key& key, const Entry& entry);
   std::string publish(const Key& key, const std::string& bytes);  // empty, or why it failed
   void account_put(uint64_t size);
   void trim_if_over_cap();

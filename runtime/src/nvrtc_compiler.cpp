@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 
 #include "kjit/compiler.hpp"
 #include "kjit/error.hpp"
@@ -147,8 +148,21 @@ bool from_entry(const cache::Entry& e, const Spec& spec, const std::string& arch
 
 }  // namespace
 
-Compiler::Compiler(cache::Options cache_options)
-    : disk_(std::make_unique<cache::DiskCache>(std::move(cache_options))) {}
+namespace {
+
+// A remote tier asked for and misconfigured (a bad URL, no fleet key) is the caller's error:
+// silently compiling everywhere instead would hide it from the whole fleet.
+std::unique_ptr<cache::DiskCache> open_cache(cache::Options o) {
+  try {
+    return std::make_unique<cache::DiskCache>(std::move(o));
+  } catch (const std::invalid_argument& e) {
+    throw Error::invalid("remote_cache", e.what());
+  }
+}
+
+}  // namespace
+
+Compiler::Compiler(cache::Options cache_options) : disk_(open_cache(std::move(cache_options))) {}
 
 Compiler::~Compiler() = default;
 
@@ -297,6 +311,10 @@ CompilerStats Compiler::stats() const {
   s.nvrtc_compiles = compiles_.load(std::memory_order_relaxed);
   s.nvrtc_ms = compile_us_.load(std::memory_order_relaxed) / 1000.0;
   s.disk = disk_->stats();
+  if (cache::RemoteCache* r = disk_->remote()) {
+    s.remote_enabled = true;
+    s.remote = r->stats();
+  }
   return s;
 }
 

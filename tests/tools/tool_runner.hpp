@@ -34,11 +34,12 @@ inline void write_text(const std::string& path, const std::string& text) {
 
 // `tool` is "kjit-precompile", "kjit-cache" or "kjit-bench"; `args` is appended as is (shell
 // syntax). Paths used in tests come from mkdtemp and need no quoting.
+// `env` ("NAME=value ... ", shell syntax) is set for the tool alone.
 inline ToolResult run_tool(const std::string& tool, const std::string& args,
-                           const std::string& scratch_dir) {
+                           const std::string& scratch_dir, const std::string& env = {}) {
   const std::string err_path = scratch_dir + "/stderr.txt";
-  const std::string cmd =
-      std::string(KJIT_TOOLS_DIR) + "/" + tool + " " + args + " 2>" + err_path + " </dev/null";
+  const std::string cmd = env + std::string(KJIT_TOOLS_DIR) + "/" + tool + " " + args + " 2>" +
+                          err_path + " </dev/null";
   ToolResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

@@ -31,17 +31,22 @@ struct CompilerStats {
   uint64_t nvrtc_compiles = 0;  // NVRTC runs in this process through this compiler
   double nvrtc_ms = 0;          // their total time
   cache::Stats disk;
+  bool remote_enabled = false;  // a remote tier is configured (cache::Options::remote)
+  cache::RemoteStats remote;    // its counters (docs/API.md, "Remote cache")
 };
 
 class Compiler {
  public:
+  // Throws Error::invalid("remote_cache", ...) when cache_options.remote asks for a remote tier
+  // that cannot be used as configured (a malformed URL, no fleet key, a bad key file).
   explicit Compiler(cache::Options cache_options = cache::Options::from_env());
   ~Compiler();
 
   TemplateSet& templates() { return templates_; }
 
-  // Disk cache -> NVRTC. `arch`: "sm_80", "sm_90", "sm_90a", ... (throws Unsupported when NVRTC
-  // does not know it), or "compute_XX" for PTX. Compile errors throw Errc::Compile with the log.
+  // Disk cache -> remote tier (when configured) -> NVRTC. `arch`: "sm_80", "sm_90", "sm_90a", ...
+  // (throws Unsupported when NVRTC does not know it), or "compute_XX" for PTX. Compile errors throw
+  // Errc::Compile with the log.
   CompiledKernel get(const Spec& spec, const std::string& arch);
   // NVRTC only, no cache (tests, benchmarks of compile time).
   CompiledKernel compile(const Spec& spec, const std::string& arch);

@@ -46,6 +46,8 @@ struct DeviceProps {
 
 struct RuntimeOptions {
   int device = -1;  // -1: KJIT_DEVICE if set, else 0
+  // The disk cache and, in cache.remote, the remote tier behind it (KJIT_REMOTE_CACHE: a URL
+  // without a usable fleet key makes the constructor throw Error::invalid("remote_cache", ...)).
   cache::Options cache = cache::Options::from_env();
   // A recording of every specialization this runtime compiles or loads (kjit/record.hpp), for
   // kjit-precompile; "" records nothing. Starts from KJIT_RECORD. A path that cannot be recorded

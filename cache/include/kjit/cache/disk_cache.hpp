@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kjit/cache/key.hpp"
+#include "kjit/cache/remote_cache.hpp"
 
 namespace kjit::cache {
 
@@ -68,10 +69,14 @@ struct Options {
   // The cache prints its warnings (folder refused, read-only fallback, first write error) to
   // stderr once each, unless quiet: the tools report the same problems as errors themselves.
   bool quiet = false;
+  // The remote tier behind this cache (docs/API.md, "Remote cache"): url "" = none. Not used when
+  // `mode` is Off. A miss on disk asks it; a hit is verified and written to disk; every put is
+  // also published to it (in the background).
+  RemoteOptions remote;
 
   // KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else getpwuid's home,
   // else /tmp/kjit-cache-<uid>; KJIT_CACHE=off|ro|rw; KJIT_CACHE_MAX_SIZE (bytes, or with K/M/G
-  // suffix); KJIT_CACHE_SHARED (a group name).
+  // suffix); KJIT_CACHE_SHARED (a group name); KJIT_REMOTE_CACHE* (RemoteOptions::from_env).
   static Options from_env();
   static std::string default_dir();
 };
@@ -87,6 +92,8 @@ struct EntryInfo {
 
 class DiskCache {
  public:
+  // Throws std::invalid_argument only for a remote tier that is asked for (opts.remote.url) and
+  // misconfigured (RemoteCache's constructor); a folder problem never throws.
   explicit DiskCache(Options opts);
   ~DiskCache();
   DiskCache(const DiskCache&) = delete;
@@ -104,11 +111,11 @@ class DiskCache {
   std::string last_error() const;
 
   // Verified read. Missing -> nullopt (miss). Anything wrong -> nullopt, counted corrupt. Never
-  // throws.
+  // throws. A miss asks the remote tier, whose verified hit is written to disk and returned.
   std::optional<Entry> get(const Key& key);
   // Atomic publish. Never throws; false and counted on failure. No-op (false) unless ReadWrite,
   // and for an entry over half the size cap (counted as oversized: storing it would evict the
-  // whole cache, itself included, at the next trim).
+  // whole cache, itself included, at the next trim). Queued for the remote tier in any mode.
   bool put(const Key& key, const Entry& entry);
 
   // get; on a miss take the per-key lock (bounded wait), get again, else call `make`, put, release.
@@ -117,7 +124,9 @@ class DiskCache {
   Entry get_or_make(const Key& key, const std::function<Entry()>& make, bool* made = nullptr);
 
   Stats stats() const;
-  void count_compile();  // for callers that compile outside get_or_make
+  void count_compile();
+  // The remote tier, or nullptr when none is configured.
+  RemoteCache* remote();  // for callers that compile outside get_or_make
 
   // Maintenance (kjit-cache tool). These walk the folder; not for hot paths.
   // list, total_bytes and export_to only read, in any mode; prune and clear do nothing

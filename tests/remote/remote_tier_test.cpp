@@ -1,0 +1,253 @@
+// The remote tier against a real redis-server, in one process: hits that land on disk, and every
+// fault the issue lists (the server killed, paused, a wrong password, nothing listening, values
+// truncated, bit-flipped, unsigned, signed with another key, under another key, oversized, of
+// another type, FLUSHALL): each time the right result and nothing bad on disk.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "../../cache/src/entry_format.hpp"  // private: hostile values are built directly
+#include "../../cache/src/remote_value.hpp"
+#include "cache/test_util.hpp"
+#include "kjit/cache/disk_cache.hpp"
+#include "redis_server.hpp"
+
+using namespace kjit::cache;
+using kjit_test::entry_of;
+using kjit_test::key_of;
+using kjit_test::RedisServer;
+using kjit_test::same_entry;
+using kjit_test::TempDir;
+
+namespace {
+
+const std::string kFleetKey = "0123456789abcdef0123456789abcdef-fleet";
+
+Options with_remote(const std::string& dir, const std::string& url) {
+  Options o = kjit_test::options_for(dir);
+  o.quiet = true;
+  o.remote.url = url;
+  o.remote.key = kFleetKey;
+  o.remote.connect_timeout = std::chrono::milliseconds(100);
+  o.remote.op_timeout = std::chrono::milliseconds(100);
+  o.remote.backoff = std::chrono::milliseconds(300);
+  return o;
+}
+
+std::string redis_name(const Key& k) {
+  return "kjit:v1:" + k.hex();
+}
+
+// Nothing at all for `k` in the disk cache folder: no entry, valid or not.
+bool nothing_on_disk(const std::string& dir, const Key& k) {
+  return !kjit_test::exists(kjit_test::entry_path(dir, k));
+}
+
+// A cache of its own (folder `dir`) asks the server for `k`: the remote counter that moved.
+RemoteStats lookup(const std::string& dir, const std::string& url, const Key& k,
+                   std::optional<Entry>* out) {
+  DiskCache c(with_remote(dir, url));
+  *out = c.get(k);
+  return c.remote()->stats();
+}
+
+}  // namespace
+
+TEST_CASE("redis: a put is published; another cache's miss is served, verified, written to disk") {
+  RedisServer server;
+  TempDir a, b;
+  const Key k = key_of("kernel A");
+  const Entry e = entry_of(std::string(5000, 'c'), "kernel A [sm_90]");
+  {
+    DiskCache writer(with_remote(a.path(), server.url()));
+    CHECK(writer.put(k, e));
+    REQUIRE(writer.remote()->flush(std::chrono::seconds(5)));
+    CHECK(writer.remote()->stats().published == 1);
+  }
+  CHECK(!server.get(redis_name(k)).empty());
+  DiskCache reader(with_remote(b.path(), server.url()));
+  std::optional<Entry> got = reader.get(k);
+  REQUIRE(got);
+  CHECK(same_entry(*got, e));
+  const RemoteStats s = reader.remote()->stats();
+  CHECK(s.hits == 1);
+  CHECK(s.gets == 1);
+  CHECK(reader.stats().misses == 1);  // the disk's miss
+  // Written to disk: a cache with no remote tier now has it.
+  DiskCache offline(kjit_test::options_for(b.path()));
+  REQUIRE(offline.get(k));
+  CHECK(same_entry(*offline.get(k), e));
+  // get_or_make asks the server before making.
+  TempDir c;
+  DiskCache third(with_remote(c.path(), server.url()));
+  bool made = true;
+  const Entry m = third.get_or_make(
+      k, [] { return entry_of("never"); }, &made);
+  CHECK_FALSE(made);
+  CHECK(same_entry(m, e));
+  CHECK(third.stats().compiles == 0);
+}
+
+TEST_CASE("redis: hostile or damaged values are refused, counted, and never reach the disk") {
+  RedisServer server;
+  const Key k = key_of("victim");
+  const Entry good = entry_of(std::string(3000, 'g'));
+  const std::string sealed = detail::seal_value(kFleetKey, k, good);
+  const std::string evil_entry = detail::serialize_entry(k, entry_of("evil code"));
+  std::string flipped = sealed;
+  flipped[sealed.size() / 2] ^= 0x10;
+  const struct {
+    const char* what;
+    std::string value;
+  } cases[] = {
+      {"truncated", sealed.substr(0, sealed.size() - 100)},
+      {"bit-flipped", flipped},
+      {"unsigned (a disk entry as is)", evil_entry},
+      {"signed with another key",
+       detail::seal_value(std::string(40, 'z'), k, entry_of("evil code"))},
+      {"signed for another key", detail::seal_value(kFleetKey, key_of("other"), good)},
+      {"garbage", std::string("\x00\x01not a value", 13)},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    server.set(redis_name(k), c.value);
+    TempDir dir;
+    std::optional<Entry> got;
+    const RemoteStats s = lookup(dir.path(), server.url(), k, &got);
+    CHECK_FALSE(got);
+    CHECK(s.refused == 1);
+    CHECK(s.hits == 0);
+    CHECK(nothing_on_disk(dir.path(), k));
+  }
+  SUBCASE("a value of another type") {
+    server.command({"DEL", redis_name(k)});
+    server.command({"LPUSH", redis_name(k), "x"});
+    TempDir dir;
+    std::optional<Entry> got;
+    CHECK(lookup(dir.path(), server.url(), k, &got).refused == 1);
+    CHECK_FALSE(got);
+  }
+  SUBCASE("an oversized value is refused after reading at most the limit") {
+    server.set(redis_name(k), sealed);
+    TempDir dir;
+    Options o = with_remote(dir.path(), server.url());
+    o.remote.max_value_bytes = sealed.size() - 1;
+    DiskCache cache(o);
+    CHECK_FALSE(cache.get(k));
+    CHECK(cache.remote()->stats().oversized == 1);
+    CHECK(cache.remote()->stats().refused == 1);
+    CHECK(nothing_on_disk(dir.path(), k));
+    // ... and a put that large is not published.
+    const Key k2 = key_of("big");
+    CHECK(cache.put(k2, good));
+    REQUIRE(cache.remote()->flush(std::chrono::seconds(5)));
+    CHECK(cache.remote()->stats().oversized == 2);
+    CHECK(cache.remote()->stats().published == 0);
+    CHECK(server.get(redis_name(k2)).empty());
+  }
+  SUBCASE("the good value is served (the cases above fail for their fault alone)") {
+    server.set(redis_name(k), sealed);
+    TempDir dir;
+    std::optional<Entry> got;
+    CHECK(lookup(dir.path(), server.url(), k, &got).hits == 1);
+    REQUIRE(got);
+    CHECK(same_entry(*got, good));
+  }
+}
+
+TEST_CASE("redis: FLUSHALL between calls is a miss, then the next publish heals it") {
+  RedisServer server;
+  TempDir a, b, c;
+  const Key k = key_of("flushed");
+  const Entry e = entry_of("payload");
+  DiskCache writer(with_remote(a.path(), server.url()));
+  writer.put(k, e);
+  REQUIRE(writer.remote()->flush(std::chrono::seconds(5)));
+  server.command({"FLUSHALL"});
+  std::optional<Entry> got;
+  CHECK(lookup(b.path(), server.url(), k, &got).misses == 1);
+  CHECK_FALSE(got);
+  writer.put(k, e);
+  REQUIRE(writer.remote()->flush(std::chrono::seconds(5)));
+  CHECK(lookup(c.path(), server.url(), k, &got).hits == 1);
+  CHECK(got);
+}
+
+TEST_CASE("redis: a wrong password or no server is an error; the breaker then skips the tier") {
+  RedisServer server("s3cret-pass");
+  TempDir dir;
+  const Key k = key_of("k");
+  {
+    DiskCache cache(with_remote(dir.path(), server.url("wrong-pass")));
+    CHECK_FALSE(cache.get(k));
+    CHECK(cache.remote()->stats().errors == 1);
+  }
+  {
+    DiskCache cache(with_remote(dir.path(), server.url()));  // the right one
+    CHECK_FALSE(cache.get(k));
+    CHECK(cache.remote()->stats().misses == 1);
+    CHECK(cache.remote()->stats().errors == 0);
+  }
+  const int dead_port = kjit_test::free_port();
+  DiskCache cache(with_remote(dir.path(), "redis://127.0.0.1:" + std::to_string(dead_port)));
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(cache.get(key_of("k" + std::to_string(i))));
+  const RemoteStats s = cache.remote()->stats();
+  CHECK(s.errors == 3);  // failures_to_open
+  CHECK(s.breaker_opens == 1);
+  CHECK(s.skipped == 7);
+  CHECK(s.gets == 3);
+  // A put still reaches the disk; its publish is dropped while the breaker is open.
+  CHECK(cache.put(k, entry_of("x")));
+  CHECK(cache.remote()->stats().publish_dropped >= 1);
+  CHECK(cache.get(k));  // a disk hit
+}
+
+TEST_CASE("redis: the server killed mid-run, then back: misses, a rest, then hits again") {
+  RedisServer server;
+  TempDir a, b;
+  DiskCache cache(with_remote(a.path(), server.url()));
+  const Key k1 = key_of("one"), k2 = key_of("two");
+  cache.put(k1, entry_of("1"));
+  cache.put(k2, entry_of("2"));
+  REQUIRE(cache.remote()->flush(std::chrono::seconds(5)));
+  Options o = with_remote(b.path(), server.url());
+  o.remote.failures_to_open = 1;
+  DiskCache reader(o);
+  REQUIRE(reader.get(k1));  // its pooled connection now dies with the server
+  server.kill();
+  CHECK_FALSE(reader.get(k2));
+  CHECK(reader.remote()->stats().errors == 1);
+  CHECK(reader.remote()->stats().breaker_opens == 1);
+  CHECK(nothing_on_disk(b.path(), k2));
+  server.restart();  // empty: no persistence
+  std::this_thread::sleep_for(o.remote.backoff + std::chrono::milliseconds(50));
+  CHECK_FALSE(reader.get(k2));
+  CHECK(reader.remote()->stats().misses == 1);  // reached the new server
+  cache.put(k2, entry_of("2"));
+  REQUIRE(cache.remote()->flush(std::chrono::seconds(5)));
+  TempDir c;
+  std::optional<Entry> got;
+  CHECK(lookup(c.path(), server.url(), k2, &got).hits == 1);
+}
+
+TEST_CASE("redis: a paused server (SIGSTOP) is one failed lookup, then the tier rests") {
+  RedisServer server;
+  TempDir dir;
+  Options o = with_remote(dir.path(), server.url());
+  o.remote.failures_to_open = 1;
+  o.remote.backoff = std::chrono::seconds(60);
+  DiskCache cache(o);
+  CHECK_FALSE(cache.get(key_of("warm")));  // connected
+  server.pause();
+  CHECK_FALSE(cache.get(key_of("a")));
+  CHECK_FALSE(cache.get(key_of("b")));
+  CHECK(cache.put(key_of("c"), entry_of("c")));  // the disk still works
+  server.resume();
+  const RemoteStats s = cache.remote()->stats();
+  CHECK(s.errors == 1);
+  CHECK(s.skipped >= 1);
+  CHECK(s.gets == 2);  // how long one took is measured by kjit_remote_bench, not asserted here
+  CHECK(cache.get(key_of("c")));  // from disk
+}
