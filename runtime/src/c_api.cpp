@@ -1,6 +1,7 @@
 #include "kjit/c_api.h"
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -10,6 +11,11 @@
 #include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/version.hpp"
+
+// The C handle of a prepacked weight (kjit_linear_gn_min_prepack).
+struct kjit_linear_gn_min_pack {
+  kjit::ops::LinearGnMinWeights weights;
+};
 
 namespace {
 
@@ -216,6 +222,41 @@ int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate(p);
     kjit::ops::reserve_linear_gn_min_workspace(runtime(), p, static_cast<CUstream>(stream));
+  });
+}
+
+int kjit_linear_gn_min_prepack(const char* precision, int64_t n, int64_t k, const float* weight,
+                               void* stream, kjit_linear_gn_min_pack** pack) {
+  if (pack) *pack = nullptr;
+  return guarded([&] {
+    if (!pack) throw kjit::Error::invalid("pack", "pack must not be NULL");
+    const auto p = lgm_problem(precision, 1, k, n, 1);  // m and groups shape no pack
+    kjit::ops::validate_prepack(n, k, p.precision, weight);
+    auto w = std::make_unique<kjit_linear_gn_min_pack>();
+    w->weights = kjit::ops::prepack_linear_gn_min(runtime(), n, k, p.precision, weight,
+                                                  static_cast<CUstream>(stream));
+    *pack = w.release();
+  });
+}
+
+int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack) {
+  return guarded([&] { delete pack; });
+}
+
+int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,
+                              int64_t groups, const void* x, const kjit_linear_gn_min_pack* pack,
+                              const float* linear_bias, const float* gamma, const float* beta,
+                              const float* bias, float* out, float eps, void* stream,
+                              int autotune) {
+  return guarded([&] {
+    kjit::ops::LinearGnMinOptions o;
+    o.eps = eps;
+    o.autotune = autotune != 0;
+    const auto p = lgm_problem(precision, m, k, n, groups);
+    kjit::ops::validate(p);
+    if (!pack) throw kjit::Error::invalid("pack", "pack must not be NULL");
+    kjit::ops::linear_gn_min(runtime(), p, x, pack->weights, linear_bias, gamma, beta, bias, out, o,
+                             static_cast<CUstream>(stream));
   });
 }
 

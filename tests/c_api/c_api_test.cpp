@@ -75,6 +75,32 @@ TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before
   CHECK(last_error_has("precision is NULL"));
 }
 
+TEST_CASE("kjit_linear_gn_min_prepack / _packed: bad arguments are invalid_argument, named") {
+  alignas(16) static float buf[1024];
+  kjit_linear_gn_min_pack* pack = reinterpret_cast<kjit_linear_gn_min_pack*>(buf);
+  CHECK(kjit_linear_gn_min_prepack("fp32", 8, 8, buf, nullptr, &pack) == kInvalidArgument);
+  CHECK(last_error_has("only fp32x3 has a prepacked form"));
+  CHECK(pack == nullptr);  // set to NULL on error
+  CHECK(kjit_linear_gn_min_prepack("fp32x3", 8, 8, nullptr, nullptr, &pack) == kInvalidArgument);
+  CHECK(last_error_has("weight is null"));
+  CHECK(kjit_linear_gn_min_prepack(
+            "fp32x3", 8, 8, reinterpret_cast<const float*>(reinterpret_cast<const char*>(buf) + 2),
+            nullptr, &pack) == kInvalidArgument);
+  CHECK(kjit_linear_gn_min_prepack("fp32x3", 0, 8, buf, nullptr, &pack) == kInvalidArgument);
+  CHECK(last_error_has("N = 0"));
+  CHECK(kjit_linear_gn_min_prepack("fp32x3", 8, 8, buf, nullptr, nullptr) == kInvalidArgument);
+  CHECK(last_error_has("pack must not be NULL"));
+  CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 2, buf, nullptr, buf + 128, buf + 160,
+                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr,
+                                  0) == kInvalidArgument);
+  CHECK(last_error_has("pack must not be NULL"));
+  CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 3, buf, nullptr, buf + 128, buf + 160,
+                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr,
+                                  0) == kInvalidArgument);
+  CHECK(last_error_has("divisible"));
+  CHECK(kjit_linear_gn_min_pack_free(nullptr) == KJIT_OK);
+}
+
 // The activation is a KJIT_ACTIVATION_ constant: 0 and 1 are the former silu flag's values, the
 // others select GELU and ReLU, and an unknown number is refused by name before any device use.
 TEST_CASE("kjit_group_norm: the activation constants; an unknown one is named") {

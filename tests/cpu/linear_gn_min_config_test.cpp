@@ -147,7 +147,7 @@ TEST_CASE("linear_gn_min names, output shape and workspace size") {
   for (Precision pr : {Precision::Fp32, Precision::Tf32, Precision::Bf16Inputs})
     CHECK(kjit::ops::parse_precision(kjit::ops::precision_name(pr)) == pr);
   CHECK_THROWS_WITH_AS(kjit::ops::parse_precision("fp64"),
-                       doctest::Contains("precision 'fp64' must be fp32, tf32 or bf16-inputs"),
+                       doctest::Contains("precision 'fp64' must be fp32, tf32, bf16-inputs or fp32x3"),
                        kjit::Error);
   const LinearGnMinProblem seed = problem(1024, 8192, 8192, 512);
   CHECK(seed.output_shape() == std::vector<int64_t>{1, 8192, 1024, 1});

@@ -268,9 +268,11 @@ LinearGnMinProblem problem_of(const Data& d, Precision pr) {
 
 // One call with out poisoned (0xFF: NaN) and, when `with_ws`, a caller workspace whose Y rows
 // of `rows` are read back.
+// `pack`: Fp32x3 with that prepacked weight instead of dev's.
 Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>& rows, bool with_ws,
            kjit::Stream& stream, bool autotune = false,
-           kjit::ops::LinearBiasAdd bias_add = kjit::ops::LinearBiasAdd::Auto) {
+           kjit::ops::LinearBiasAdd bias_add = kjit::ops::LinearBiasAdd::Auto,
+           const kjit::ops::LinearGnMinWeights* pack = nullptr) {
   auto& rt = runtime();
   const LinearGnMinProblem p = problem_of(d, pr);
   dev.out.fill_bytes(0xFF);
@@ -286,8 +288,12 @@ Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>&
   opt.eps = d.eps;
   opt.autotune = autotune;
   opt.bias_add = bias_add;
-  kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
-                           dev.outp(), opt, stream, w);
+  if (pack)
+    kjit::ops::linear_gn_min(rt, p, dev.xp(), *pack, dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
+                             dev.outp(), opt, stream, w);
+  else
+    kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
+                             dev.outp(), opt, stream, w);
   stream.synchronize();
   Run r;
   std::vector<unsigned char> all(dev.out.bytes());
@@ -963,4 +969,324 @@ TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
   } catch (const kjit::Error& e) {
     CHECK(std::string(e.what()).find("N = 32 must be divisible by G = 5") != std::string::npos);
   }
+}
+
+// ---- split precision (Precision::Fp32x3)
+// ----------------------------------------------------------
+
+namespace {
+
+// The host form of cvt.rna.tf32.f32 (tests/cpu/linear_gn_min_split_test.cpp checks it against a
+// float64 reference on every binade): half a TF32 ulp added to the magnitude, then truncated.
+float rna_tf32(float a) {
+  uint32_t u;
+  std::memcpy(&u, &a, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) return a;
+  u = (u + 0x1000u) & 0xffffe000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+std::string spread(std::vector<double> v) {
+  if (v.empty()) return "-";
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "median %.2e, p90 %.2e, max %.2e", at(0.5), at(0.9), v.back());
+  return buf;
+}
+
+kjit::ops::LinearGnMinWeights pack_of(const Data& d, const Device& dev, CUstream stream) {
+  return kjit::ops::prepack_linear_gn_min(runtime(), d.N, d.K, Precision::Fp32x3,
+                                          static_cast<const float*>(dev.wp()), stream);
+}
+
+}  // namespace
+
+TEST_CASE("linear_gn_min fp32x3: the device's split is cvt.rna (ties away) and hi + lo == W") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  struct S {
+    int64_t N, K;
+    size_t offset;  // bytes past a 256-byte boundary: 4 takes the scalar kernel
+  };
+  for (const S& s : {S{37, 8192, 0}, S{5, 7, 4}, S{11, 100, 16}, S{3, 1, 0}, S{9, 130, 4}}) {
+    CAPTURE(s.K);
+    CAPTURE(s.offset);
+    std::vector<float> w(static_cast<size_t>(s.N * s.K));
+    Rng r{kjit_test::seed() + static_cast<uint64_t>(s.K)};
+    for (size_t i = 0; i < w.size(); ++i) {
+      // Every binade below the largest TF32 value (subnormals too), exact ties, zeros.
+      uint32_t u = static_cast<uint32_t>(r.next());
+      if ((u & 0x7fffffffu) >= 0x7f7ff000u) u &= 0xbfffffffu;
+      if (i % 4 == 1) u = (u & 0xffffe000u) | 0x1000u;
+      if (i % 17 == 3) u &= 0x80000000u;
+      std::memcpy(&w[i], &u, 4);
+    }
+    kjit::DeviceBuffer buf(rt, w.size() * 4 + 256);
+    buf.upload(w.data(), w.size() * 4, s.offset);
+    const auto* wp = reinterpret_cast<const float*>(buf.ptr() + s.offset);
+    const auto pack = kjit::ops::prepack_linear_gn_min(rt, s.N, s.K, Precision::Fp32x3, wp, stream);
+    stream.synchronize();
+    const int64_t pitch = kjit::ops::linear_gn_min_split_pitch(s.K);
+    REQUIRE(pack.bytes() == static_cast<size_t>(s.N * 2 * pitch) * 4);
+    CHECK(pack.N() == s.N);
+    CHECK(pack.K() == s.K);
+    CHECK(pack.precision() == Precision::Fp32x3);
+    std::vector<float> got(pack.bytes() / 4);
+    pack.buffer().download(got.data(), pack.bytes());
+    int bad = 0;
+    for (int64_t n = 0; n < s.N && bad < 5; ++n)
+      for (int64_t k = 0; k < pitch && bad < 5; ++k) {
+        const float hi = got[static_cast<size_t>(n * 2 * pitch + k)];
+        const float lo = got[static_cast<size_t>(n * 2 * pitch + pitch + k)];
+        const float a = k < s.K ? w[static_cast<size_t>(n * s.K + k)] : 0.f;
+        uint32_t hb, wb;
+        const float want = rna_tf32(a);
+        std::memcpy(&hb, &hi, 4);
+        std::memcpy(&wb, &want, 4);
+        if (hb != wb || lo != a - want || hi + lo != a) {
+          ++bad;
+          FAIL_CHECK("row ", n, " column ", k, ": a = ", a, " hi = ", hi, " (want ", want,
+                     ") lo = ", lo);
+        }
+      }
+  }
+}
+
+TEST_CASE("linear_gn_min fp32x3: the seed problem, packed and split per call, next to fp32, tf32") {
+  auto& rt = runtime();
+  const Data d = make_data(1024, 8192, 8192, 512, false, kjit_test::seed() + 77);
+  const Ref ref = reference(d, pick_rows(d, 1e18, 64, kjit_test::seed()));  // 64 rows
+  kjit::Stream stream(rt);
+  Device dev(d, {});
+  const auto info = kjit::ops::prepare_linear_gn_min(rt, problem_of(d, Precision::Fp32x3));
+  MESSAGE("seed fp32x3 plan: split " << info.split_kernel << ", kernel " << info.kernel
+                                     << ", GEMMs " << info.gemm_algo << ", workspace "
+                                     << info.workspace_bytes << " B");
+  const auto pack = pack_of(d, dev, stream);
+  const Run packed = run_op(d, Precision::Fp32x3, dev, ref.rows, true, stream, false,
+                            kjit::ops::LinearBiasAdd::Auto, &pack);
+  CHECK(packed.guard_ok);
+  const Verdict v3 = judge(d, ref, packed);
+  check_strict(v3, "seed fp32x3 packed");
+  CHECK(v3.allclose);
+  // Split per call: the same split rows and GEMMs, so the same answer.
+  const Run per_call = run_op(d, Precision::Fp32x3, dev, ref.rows, true, stream);
+  double diff = 0;
+  for (size_t i = 0; i < packed.out.size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(packed.out[i] - per_call.out[i])));
+  CHECK(diff <= 1e-6);
+  const Verdict v1 = judge(d, ref, run_op(d, Precision::Fp32, dev, ref.rows, true, stream));
+  const Verdict vt = judge(d, ref, run_op(d, Precision::Tf32, dev, ref.rows, true, stream));
+  MESSAGE("seed, same data, max abs error vs float64 (end to end / GEMM): fp32 "
+          << v1.max_abs << " / " << v1.gemm_max_abs << "; tf32 " << vt.max_abs << " / "
+          << vt.gemm_max_abs << "; fp32x3 " << v3.max_abs << " / " << v3.gemm_max_abs
+          << " (per call: packed vs unpacked differ by " << diff << ")");
+  CHECK(v3.gemm_max_abs * 10 < vt.gemm_max_abs);  // far from TF32's class
+}
+
+TEST_CASE("linear_gn_min fp32x3: 110 random problems against float64, fp32 and tf32 beside") {
+  auto& rt = runtime();
+  std::vector<Case> cases;
+  for (int i = 0; i < 110; ++i)
+    cases.push_back(random_case(kjit_test::seed() * 1000003 + static_cast<uint64_t>(i) * 7919 + 3,
+                                Precision::Fp32x3));
+  const unsigned workers = std::max(2u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> jobs;
+  for (unsigned w = 0; w < workers; ++w)
+    jobs.push_back(std::async(std::launch::async, [&, w] {
+      for (size_t i = w; i < cases.size(); i += workers)
+        for (Precision pr : {Precision::Fp32x3, Precision::Fp32, Precision::Tf32}) {
+          LinearGnMinOptions o;
+          o.bias_add = cases[i].bias_add;
+          kjit::ops::prepare_linear_gn_min(runtime(), problem_of(cases[i].d, pr), o);
+        }
+    }));
+  for (auto& j : jobs) j.get();
+  kjit::Stream stream(rt);
+  std::vector<double> e3, e1, et, g3, g1, gt;
+  int allclose3 = 0, allclose1 = 0, packed_count = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& cs = cases[i];
+    const Ref ref = reference(cs.d, pick_rows(cs.d, 3e7, 64, kjit_test::seed() + i));
+    Device dev(cs.d, cs.off);
+    // Every other problem with its weight prepacked (from the caller's W, aligned or not).
+    std::optional<kjit::ops::LinearGnMinWeights> pack;
+    if (i % 2 == 0) pack.emplace(pack_of(cs.d, dev, stream));
+    packed_count += pack ? 1 : 0;
+    const Run r = run_op(cs.d, Precision::Fp32x3, dev, ref.rows, true, stream, false, cs.bias_add,
+                         pack ? &*pack : nullptr);
+    CHECK_MESSAGE(r.guard_ok, describe(cs));
+    const Verdict v = judge(cs.d, ref, r);
+    check_strict(v, describe(cs) + (pack ? " packed" : " per call"));
+    const Verdict v1 = judge(
+        cs.d, ref, run_op(cs.d, Precision::Fp32, dev, ref.rows, true, stream, false, cs.bias_add));
+    const Verdict vt = judge(
+        cs.d, ref, run_op(cs.d, Precision::Tf32, dev, ref.rows, true, stream, false, cs.bias_add));
+    allclose3 += v.allclose ? 1 : 0;
+    allclose1 += v1.allclose ? 1 : 0;
+    e3.push_back(v.max_abs);
+    e1.push_back(v1.max_abs);
+    et.push_back(vt.max_abs);
+    g3.push_back(v.gemm_max_abs);
+    g1.push_back(v1.gemm_max_abs);
+    gt.push_back(vt.gemm_max_abs);
+  }
+  MESSAGE("110 random problems (" << packed_count << " packed), max abs error vs float64 per "
+                                  << "problem, end to end: fp32 " << spread(e1) << "; tf32 "
+                                  << spread(et) << "; fp32x3 " << spread(e3) << ". GEMM: fp32 "
+                                  << spread(g1) << "; tf32 " << spread(gt) << "; fp32x3 "
+                                  << spread(g3) << ". allclose(1e-4): fp32 " << allclose1
+                                  << ", fp32x3 " << allclose3 << " of 110");
+  // Where strict FP32 is allclose, split precision is too, up to two problems whose min sits in
+  // an ill-conditioned group (their rows are held to the conditioning bound by check_strict).
+  CHECK(allclose3 + 2 >= allclose1);
+}
+
+TEST_CASE("linear_gn_min fp32x3: one pack serves any M; a pack for another problem is refused") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const Data full = make_data(512, 300, 96, 8, false, kjit_test::seed() + 91);
+  Device dev_full(full, {});
+  const auto pack = pack_of(full, dev_full, stream);
+  CHECK(pack.describe().find("N=96 K=300 fp32x3 on device") == 0);
+  for (int64_t m : {int64_t{1}, int64_t{37}, int64_t{512}}) {
+    Data d = full;  // the same W and biases, the first m rows of x
+    d.M = m;
+    d.x.resize(static_cast<size_t>(m * d.K));
+    Device dev(d, {});
+    const Ref ref = reference(d, pick_rows(d, 3e7, 64, kjit_test::seed()));
+    const Run r = run_op(d, Precision::Fp32x3, dev, ref.rows, true, stream, false,
+                         kjit::ops::LinearBiasAdd::Auto, &pack);
+    CHECK(r.guard_ok);
+    check_strict(judge(d, ref, r), "reused pack, M = " + std::to_string(m));
+  }
+  // Refusals: nothing is written.
+  dev_full.out.fill_bytes(0x7F);
+  kjit::synchronize(rt);
+  const LinearGnMinProblem p = problem_of(full, Precision::Fp32x3);
+  LinearGnMinOptions o;
+  auto call = [&](const LinearGnMinProblem& q, const kjit::ops::LinearGnMinWeights& w,
+                  kjit::ops::Workspace ws = {}) {
+    kjit::ops::linear_gn_min(rt, q, dev_full.xp(), w, dev_full.lbp(), dev_full.gp(), dev_full.bp(),
+                             dev_full.biasp(), dev_full.outp(), o, stream, ws);
+  };
+  auto refused = [&](const LinearGnMinProblem& q, const kjit::ops::LinearGnMinWeights& w,
+                     const std::string& text) {
+    try {
+      call(q, w);
+      FAIL("accepted: ", text);
+    } catch (const kjit::Error& e) {
+      CHECK(e.code() == kjit::Errc::InvalidArgument);
+      CHECK(e.field() == "weight");
+      CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, e.what());
+    }
+  };
+  LinearGnMinProblem q = p;
+  q.K = 299;  // names both: what the pack was made for, and the call's problem
+  refused(q, pack, "made for N=96 K=300 fp32x3, not for this problem's N=96 K=299 fp32x3");
+  q = p;
+  q.N = 48;
+  refused(q, pack, "not for this problem's N=48 K=300 fp32x3");
+  q = p;
+  q.precision = Precision::Fp32;
+  refused(q, pack, "not for this problem's N=96 K=300 fp32");
+  refused(p, kjit::ops::LinearGnMinWeights{}, "empty");
+  {
+    // A second runtime on the same device shares its primary context: its pack is memory this
+    // runtime may read, and is accepted (a pack of another context, i.e. another device, is not).
+    kjit::Runtime rt2;
+    kjit::DeviceBuffer w2(rt2, full.w.size() * 4);
+    w2.upload(full.w.data(), full.w.size() * 4);
+    kjit::Stream s2(rt2);
+    const auto other = kjit::ops::prepack_linear_gn_min(rt2, full.N, full.K, Precision::Fp32x3,
+                                                        w2.as<const float>(), s2);
+    s2.synchronize();
+    CHECK(other.context() == rt.context());
+    CHECK_NOTHROW(kjit::ops::validate_pack(p, other, rt.context()));
+  }
+  // A caller workspace: the packed size suffices, one byte less does not.
+  const size_t need = kjit::ops::linear_gn_min_workspace_size(p, true);
+  CHECK(need < kjit::ops::linear_gn_min_workspace_size(p));
+  kjit::DeviceBuffer ws(rt, need);
+  CHECK_KJIT_ERROR(call(p, pack, {reinterpret_cast<void*>(ws.ptr()), need - 1}),
+                   kjit::Errc::InvalidArgument);
+  // prepack's own rules.
+  const auto* W = static_cast<const float*>(dev_full.wp());
+  using E = kjit::Errc;
+  CHECK_KJIT_ERROR(kjit::ops::prepack_linear_gn_min(rt, 96, 300, Precision::Fp32, W, stream),
+                   E::InvalidArgument);
+  CHECK_KJIT_ERROR(kjit::ops::prepack_linear_gn_min(rt, 96, 300, Precision::Tf32, W, stream),
+                   E::InvalidArgument);
+  CHECK_KJIT_ERROR(
+      kjit::ops::prepack_linear_gn_min(rt, 96, 300, Precision::Fp32x3, nullptr, stream),
+      E::InvalidArgument);
+  CHECK_KJIT_ERROR(
+      kjit::ops::prepack_linear_gn_min(
+          rt, 96, 300, Precision::Fp32x3,
+          reinterpret_cast<const float*>(reinterpret_cast<const char*>(W) + 2), stream),
+      E::InvalidArgument);
+  CHECK_KJIT_ERROR(kjit::ops::prepack_linear_gn_min(rt, 0, 300, Precision::Fp32x3, W, stream),
+                   E::InvalidArgument);
+  stream.synchronize();
+  std::vector<unsigned char> h(dev_full.out.bytes());
+  dev_full.out.download(h.data(), h.size());
+  CHECK(std::all_of(h.begin(), h.end(), [](unsigned char c) { return c == 0x7F; }));
+  // With exactly the packed size, the call runs.
+  dev_full.out.fill_bytes(0xFF);
+  kjit::synchronize(rt);
+  call(p, pack, {reinterpret_cast<void*>(ws.ptr()), need});
+  stream.synchronize();
+  std::vector<float> out(static_cast<size_t>(full.M * full.N));
+  dev_full.out.download(out.data(), out.size() * 4);
+  CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); }));
+}
+
+TEST_CASE("linear_gn_min fp32x3: packed and per-call calls capture into a CUDA graph") {
+  auto& rt = runtime();
+  const Data d = make_data(256, 520, 1024, 32, false, kjit_test::seed() + 23);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32x3);
+  Device dev(d, {});
+  kjit::Stream stream(rt);
+  const auto pack = pack_of(d, dev, stream);
+  const Run direct = run_op(d, Precision::Fp32x3, dev, {}, false, stream, false,
+                            kjit::ops::LinearBiasAdd::Auto, &pack);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  kjit::ops::prepare_linear_gn_min(rt, p, opt);
+  kjit::ops::reserve_linear_gn_min_workspace(rt, p, stream);
+  for (bool packed : {true, false}) {
+    CAPTURE(packed);
+    dev.out.fill_bytes(0xFF);
+    kjit::synchronize(rt);
+    {
+      kjit::Graph g(rt, stream, [&] {
+        if (packed)
+          kjit::ops::linear_gn_min(rt, p, dev.xp(), pack, dev.lbp(), dev.gp(), dev.bp(),
+                                   dev.biasp(), dev.outp(), opt, stream);
+        else
+          kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                                   dev.biasp(), dev.outp(), opt, stream);
+      });
+      g.launch(stream);
+      g.launch(stream);
+      stream.synchronize();
+    }
+    std::vector<float> out(direct.out.size());
+    dev.out.download(out.data(), out.size() * 4);
+    double diff = 0;
+    for (size_t k = 0; k < out.size(); ++k)
+      diff = std::max(diff, static_cast<double>(std::fabs(out[k] - direct.out[k])));
+    CHECK(diff <= 1e-6);
+  }
+  // Packing allocates: refused inside a capture.
+  CHECK_KJIT_ERROR(kjit::Graph(rt, stream,
+                               [&] {
+                                 kjit::ops::prepack_linear_gn_min(
+                                     rt, d.N, d.K, Precision::Fp32x3,
+                                     static_cast<const float*>(dev.wp()), stream);
+                               }),
+                   kjit::Errc::CaptureCompile);
 }

@@ -39,7 +39,7 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
        "layout 'NHWC' must be nchw or nhwc"},
       {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32, "dtype": "fp64"}])", "fp64"},
       {R"([{"op": "linear_gn_min", "shape": [8, 64, 64], "groups": 8, "dtype": "bf16"}])",
-       "must be fp32 or tf32"},
+       "must be fp32, tf32, fp32x3 or fp32x3-percall"},
       {R"([{"op": "linear_gn_min", "shape": [8, 64], "groups": 8}])", "needs shape [M, K, N]"},
       {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32}, 7])",
        "case 1: must be an object"},

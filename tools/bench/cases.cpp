@@ -35,11 +35,15 @@ std::vector<Case> default_cases() {
     c.dtype = "fp32";
     out.push_back(c);
   }
-  Case tf32 = out.back();
-  tf32.shape = {1024, 8192, 8192};
-  tf32.groups = 512;
-  tf32.dtype = "tf32";
-  out.push_back(tf32);
+  // The seed in the opt-in precisions: TF32, and split precision (fp32x3) with the weight
+  // prepacked once and split on every call.
+  for (const char* dt : {"tf32", "fp32x3", "fp32x3-percall"}) {
+    Case o = out.back();
+    o.shape = {1024, 8192, 8192};
+    o.groups = 512;
+    o.dtype = dt;
+    out.push_back(o);
+  }
   // LayerNorm and RMSNorm on transformer shapes (rows x width), fp32 and bf16.
   const std::vector<std::vector<int64_t>> rn = {{4096, 768},  {8192, 1024}, {16384, 4096},
                                                 {2048, 8192}, {32768, 128}, {1, 65536}};
@@ -69,10 +73,11 @@ kjit::ops::LinearGnMinProblem linear_gn_min_problem(const Case& c) {
   p.K = c.shape[1];
   p.N = c.shape[2];
   p.G = c.groups;
-  // The benchmark's data are fp32: bf16-inputs is not one it times.
-  if (c.dtype != "fp32" && c.dtype != "tf32")
-    bad("dtype '" + c.dtype + "' must be fp32 or tf32 for linear_gn_min");
-  p.precision = kjit::ops::parse_precision(c.dtype);
+  // The benchmark's data are fp32: bf16-inputs is not one it times. fp32x3 runs with a
+  // prepacked weight, fp32x3-percall splits the weight in every call.
+  if (c.dtype != "fp32" && c.dtype != "tf32" && c.dtype != "fp32x3" && c.dtype != "fp32x3-percall")
+    bad("dtype '" + c.dtype + "' must be fp32, tf32, fp32x3 or fp32x3-percall for linear_gn_min");
+  p.precision = kjit::ops::parse_precision(c.dtype == "fp32x3-percall" ? "fp32x3" : c.dtype);
   return p;
 }
 

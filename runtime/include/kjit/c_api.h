@@ -66,8 +66,9 @@ int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int
                                       int autotune, void* stream, int64_t* bytes);
 
 /* Linear -> GroupNorm -> min -> + bias. precision: "fp32" | "tf32" | "bf16-inputs" (x, weight
- * bf16). out: [1, n, m, 1] contiguous, out[c*m + r] = min_r + bias[c]. Workspace: kjit's own,
- * one per stream. */
+ * bf16) | "fp32x3" (split precision, 3xTF32: strict-FP32-class accuracy; W split on every call,
+ * or once with kjit_linear_gn_min_prepack). out: [1, n, m, 1] contiguous, out[c*m + r] = min_r +
+ * bias[c]. Workspace: kjit's own, one per stream. */
 int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
@@ -79,6 +80,23 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
  * one is refused with capture_compile). */
 int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64_t k, int64_t n,
                                          int64_t groups, void* stream);
+
+/* A weight prepacked once for precision "fp32x3" (W [n, k] fp32 split into TF32 hi and lo parts,
+ * kjit::ops::LinearGnMinWeights), owned by the caller: free it with kjit_linear_gn_min_pack_free.
+ * The split is enqueued on `stream` (other streams must wait for it). The pack records n, k and
+ * the precision: a kjit_linear_gn_min_packed call for another problem is
+ * KJIT_ERR_INVALID_ARGUMENT naming both. On error *pack is set to NULL. */
+typedef struct kjit_linear_gn_min_pack kjit_linear_gn_min_pack;
+int kjit_linear_gn_min_prepack(const char* precision, int64_t n, int64_t k, const float* weight,
+                               void* stream, kjit_linear_gn_min_pack** pack);
+/* Frees the pack (NULL: nothing); its memory may still be read by queued calls: synchronize
+ * their streams first. */
+int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack);
+/* kjit_linear_gn_min with a prepacked weight instead of the weight pointer. */
+int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,
+                              int64_t groups, const void* x, const kjit_linear_gn_min_pack* pack,
+                              const float* linear_bias, const float* gamma, const float* beta,
+                              const float* bias, float* out, float eps, void* stream, int autotune);
 
 /* LayerNorm or RMSNorm over the last dimension of x [rows, width], row-major (docs/OPS.md).
  * kind: "layer_norm" | "rms_norm"; dtype: "f32" | "f16" | "bf16" (x, residual, y, sum);

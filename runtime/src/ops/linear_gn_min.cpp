@@ -59,9 +59,13 @@ struct Span {
 
 }  // namespace
 
-void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, const float* lb,
-                   const float* gamma, const float* beta, const float* bias, const float* out,
-                   const LinearGnMinOptions& opt, Workspace ws) {
+namespace {
+
+// The checks of both calls. `w_bytes` is the weight's extent (the pack's with a pack, whose
+// pointer was checked by validate_pack); `packed`: the workspace needs no room for the split W.
+void check_call(const LinearGnMinProblem& p, const void* x, const void* w, size_t w_bytes,
+                const float* lb, const float* gamma, const float* beta, const float* bias,
+                const float* out, const LinearGnMinOptions& opt, Workspace ws, bool packed) {
   validate(p);
   check_options(p, opt);
   const size_t ab = ab_size(p.precision);
@@ -90,16 +94,16 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
           "workspace.bytes = " + std::to_string(ws.bytes) + " given with a null workspace.ptr");
     return;
   }
-  const size_t need = linear_gn_min_workspace_size(p);
+  const size_t need = linear_gn_min_workspace_size(p, packed);
   if (ws.bytes < need)
     bad(p, "workspace",
-        "workspace of " + std::to_string(ws.bytes) +
-            " bytes is smaller than linear_gn_min_workspace_size = " + std::to_string(need));
+        "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than " +
+            "linear_gn_min_workspace_size = " + std::to_string(need));
   if (reinterpret_cast<uintptr_t>(ws.ptr) % 256 != 0)
     bad(p, "workspace", "workspace must be 256-byte aligned");
   const Span wsp = span("workspace", ws.ptr, need);
   const Span others[] = {span("x", x, static_cast<size_t>(p.M * p.K) * ab),
-                         span("weight", w, static_cast<size_t>(p.N * p.K) * ab),
+                         span("weight", w, w_bytes),
                          span("linear_bias", lb, n4),
                          span("gamma", gamma, n4),
                          span("beta", beta, n4),
@@ -107,6 +111,16 @@ void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, co
                          o};
   for (const Span& s : others)
     if (wsp.overlaps(s)) bad(p, "workspace", std::string("workspace overlaps ") + s.name);
+}
+
+}  // namespace
+
+void validate_call(const LinearGnMinProblem& p, const void* x, const void* w, const float* lb,
+                   const float* gamma, const float* beta, const float* bias, const float* out,
+                   const LinearGnMinOptions& opt, Workspace ws) {
+  validate(p);  // before p.N * p.K is formed
+  check_call(p, x, w, static_cast<size_t>(p.N * p.K) * ab_size(p.precision), lb, gamma, beta, bias,
+             out, opt, ws, false);
 }
 
 namespace {
@@ -147,6 +161,10 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
           rt, p, linear_gn_min_configs_for(p, Target::of(rt), plain, key.out_aligned != 0).front(),
           nullptr, plan.get());
     }
+    if (p.precision == Precision::Fp32x3) {
+      detail::build_split_kernel(rt, p, p.M, key.align_x, &plan->split_x, &plan->split_x_launch);
+      detail::build_split_kernel(rt, p, p.N, key.align_w, &plan->split_w, &plan->split_w_launch);
+    }
     return plan;
   });
 }
@@ -169,9 +187,18 @@ cublasLtHandle_t LgmState::handle(Runtime& rt) {
   return handle_->get();
 }
 
-void configure_desc(lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias) {
+namespace {
+
+// op(A) = W^T, B = x, no epilogue (the split path's second GEMM).
+void configure_plain(lt::MatmulDesc& desc) {
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   desc.set(CUBLASLT_MATMUL_DESC_TRANSA, ta).set(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+}
+
+}  // namespace
+
+void configure_desc(lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias) {
+  configure_plain(desc);
   if (!g.bias_epilogue) return;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
   const int32_t bias_type = CUDA_R_32F;
@@ -188,6 +215,16 @@ void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
   g->a = lt::Layout(g->ab_type, K, N, p.K);  // W [N, K] row-major = K x N column-major
   g->b = lt::Layout(g->ab_type, K, M, p.K);  // x [M, K] row-major = K x M column-major
   g->d = lt::Layout(CUDA_R_32F, N, M, p.N);  // Y [M, N] row-major = N x M column-major
+  g->split = p.precision == Precision::Fp32x3;
+  if (!g->split) return;
+  // TF32 tensor cores on the split rows (docs/OPS.md, "Split precision").
+  g->compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  g->pitch = linear_gn_min_split_pitch(p.K);
+  const auto row = static_cast<uint64_t>(2 * g->pitch);
+  g->a = lt::Layout(CUDA_R_32F, row, N, 2 * g->pitch);  // [hi | lo] of W: all of each row
+  g->b = lt::Layout(CUDA_R_32F, row, M, 2 * g->pitch);  // [lo | hi] of x
+  g->a2 = lt::Layout(CUDA_R_32F, K, N, 2 * g->pitch);   // W's hi part (at offset 0)
+  g->b2 = lt::Layout(CUDA_R_32F, K, M, 2 * g->pitch);   // x's hi part (at offset pitch)
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
@@ -196,12 +233,26 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
   lt::MatmulDesc desc(g.compute, CUDA_R_32F);
   configure_desc(desc, g, bias_stand_in(key.align_lb));
   lt::Preference pref;
+  // The split GEMMs read kjit's split rows, every part 256-byte aligned.
   pref.max_workspace(kLinearGnMinGemmWorkspace)
-      .min_alignment(static_cast<uint32_t>(key.align_w), static_cast<uint32_t>(key.align_x), 256,
-                     256);
+      .min_alignment(static_cast<uint32_t>(g.split ? 256 : key.align_w),
+                     static_cast<uint32_t>(g.split ? 256 : key.align_x), 256, 256);
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
   return lt::heuristic(h, desc, g.a, g.b, g.d, g.d, pref, count);
+}
+
+void build_second_gemm(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm* g) {
+  (void)key;  // the second GEMM has no bias and reads only kjit's 256-byte aligned split rows
+  lt::MatmulDesc desc(g->compute, CUDA_R_32F);
+  configure_plain(desc);
+  lt::Preference pref;
+  pref.max_workspace(kLinearGnMinGemmWorkspace).min_alignment(256, 256, 256, 256);
+  cublasLtHandle_t h = st.handle(rt);
+  ContextGuard guard(rt.context());
+  const auto best = lt::heuristic(h, desc, g->a2, g->b2, g->d, g->d, pref, 1);
+  g->algo2 = best[0].algo;
+  g->workspace2 = best[0].workspaceSize;
 }
 
 bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
@@ -223,6 +274,7 @@ void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const Lg
   g->algo = best[0].algo;
   g->workspace = best[0].workspaceSize;
   g->source = "heuristic";
+  if (g->split) build_second_gemm(rt, st, key, g);
 }
 
 void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
@@ -235,6 +287,16 @@ void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CU
                            yp, g.d.get(), &g.algo, reinterpret_cast<void*>(lt_ws),
                            kLinearGnMinGemmWorkspace, stream),
             "cublasLtMatmul");
+  if (!g.split) return;
+  // hi*hi added onto lo*hi + hi*lo (+ lb): x's hi part starts `pitch` floats into its rows.
+  lt::MatmulDesc desc2(g.compute, CUDA_R_32F);
+  configure_plain(desc2);
+  const float one = 1.f;
+  const void* x_hi = static_cast<const float*>(x) + g.pitch;
+  lt::check(cublasLtMatmul(h, desc2.get(), &alpha, w, g.a2.get(), x_hi, g.b2.get(), &one, yp,
+                           g.d.get(), yp, g.d.get(), &g.algo2, reinterpret_cast<void*>(lt_ws),
+                           kLinearGnMinGemmWorkspace, stream),
+            "cublasLtMatmul (split, hi*hi)");
 }
 
 void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& config,
@@ -284,33 +346,76 @@ void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const fl
 
 }  // namespace detail
 
-size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p) {
+size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p, bool packed_weight) {
   validate(p);
-  return detail::LgmWorkspace::of(p).bytes();
+  return detail::LgmWorkspace::of(p).bytes(packed_weight);
 }
+
+namespace {
+
+// Both calls after their checks. `pack`: the prepacked weight's split rows (0: split `weight`
+// into the workspace first, for Fp32x3).
+void run_call(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
+              CUdeviceptr pack, int64_t align_w, const float* linear_bias, const float* gamma,
+              const float* beta, const float* bias, float* out, const LinearGnMinOptions& opt,
+              CUstream stream, Workspace ws) {
+  detail::LgmState& st = rt.extension<detail::LgmState>();
+  const size_t ab = ab_size(p.precision);
+  const detail::LgmKey key = key_for(p, align_class(x, ab), align_w, align_class(linear_bias, 4),
+                                     reinterpret_cast<uintptr_t>(out) % 16 == 0, opt);
+  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
+  // The plan knows the workspace size: no second validation on the hot path. kjit's own
+  // workspace is held until the kernel is enqueued: the GEMM's output must reach this call's
+  // kernel, not that of another thread enqueueing on the same stream.
+  const bool packed = pack != 0;
+  kjit::op::StreamWorkspaces::Lease lease;
+  if (!ws.ptr)
+    lease = st.workspaces.lease(rt, stream, plan.ws.bytes(packed), "linear_gn_min", kReserveHint);
+  const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : lease.ptr();
+  cublasLtHandle_t h = st.handle(rt);
+  ContextGuard guard(rt.context());
+  const void* gx = x;
+  const void* gw = weight;
+  if (plan.gemm.split) {
+    const CUdeviceptr xs = y + plan.ws.xs_offset();
+    detail::launch_split(plan.split_x, plan.split_x_launch, x, xs, p.M, plan.gemm.pitch, true,
+                         stream);
+    gx = reinterpret_cast<const void*>(xs);
+    if (packed) {
+      gw = reinterpret_cast<const void*>(pack);
+    } else {
+      const CUdeviceptr wsplit = y + plan.ws.ws_offset();
+      detail::launch_split(plan.split_w, plan.split_w_launch, weight, wsplit, p.N, plan.gemm.pitch,
+                           false, stream);
+      gw = reinterpret_cast<const void*>(wsplit);
+    }
+  }
+  detail::run_gemm(plan.gemm, gx, gw, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
+  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream);
+}
+
+}  // namespace
 
 void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
                    const float* linear_bias, const float* gamma, const float* beta,
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
                    Workspace ws) {
   validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, opt, ws);
-  detail::LgmState& st = rt.extension<detail::LgmState>();
-  const size_t ab = ab_size(p.precision);
-  const detail::LgmKey key =
-      key_for(p, align_class(x, ab), align_class(weight, ab), align_class(linear_bias, 4),
-              reinterpret_cast<uintptr_t>(out) % 16 == 0, opt);
-  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
-  // The plan knows the workspace size: no second validation on the hot path. kjit's own
-  // workspace is held until the kernel is enqueued: the GEMM's output must reach this call's
-  // kernel, not that of another thread enqueueing on the same stream.
-  kjit::op::StreamWorkspaces::Lease lease;
-  if (!ws.ptr)
-    lease = st.workspaces.lease(rt, stream, plan.ws.bytes(), "linear_gn_min", kReserveHint);
-  const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : lease.ptr();
-  cublasLtHandle_t h = st.handle(rt);
-  ContextGuard guard(rt.context());
-  detail::run_gemm(plan.gemm, x, weight, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
-  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream);
+  run_call(rt, p, x, weight, 0, align_class(weight, ab_size(p.precision)), linear_bias, gamma, beta,
+           bias, out, opt, stream, ws);
+}
+
+void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x,
+                   const LinearGnMinWeights& weight, const float* linear_bias, const float* gamma,
+                   const float* beta, const float* bias, float* out, const LinearGnMinOptions& opt,
+                   CUstream stream, Workspace ws) {
+  validate(p);
+  validate_pack(p, weight, rt.context());
+  const void* w = reinterpret_cast<const void*>(weight.data());
+  check_call(p, x, w, weight.bytes(), linear_bias, gamma, beta, bias, out, opt, ws, true);
+  // The pack is 256-byte aligned: the plan of a prepared call.
+  run_call(rt, p, x, nullptr, weight.data(), 256, linear_bias, gamma, beta, bias, out, opt, stream,
+           ws);
 }
 
 LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
@@ -329,6 +434,10 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
   info.gemm_bias_epilogue = plan.gemm.bias_epilogue;
   info.gemm_workspace_bytes = plan.gemm.workspace;
   info.workspace_bytes = linear_gn_min_workspace_size(p);
+  if (plan.gemm.split) {
+    info.split_kernel = plan.split_x.instantiation();
+    info.gemm_algo += "; hi*hi " + lt::describe(plan.gemm.algo2);
+  }
   return info;
 }
 

@@ -98,26 +98,35 @@ kjit::Autotuner<GnMinConfig> kernel_tuner(const LinearGnMinProblem& p, const Lgm
   return t;
 }
 
-// Scratch inputs of the problem's size, offset to the alignment classes of the caller's.
+// The GEMM's A or B operand for `rows` rows: the caller's [rows, K], or (Fp32x3) the split rows.
+size_t operand_bytes(const LinearGnMinProblem& p, int64_t rows) {
+  if (p.precision == Precision::Fp32x3)
+    return static_cast<size_t>(rows * 2 * linear_gn_min_split_pitch(p.K)) * 4;
+  return static_cast<size_t>(rows * p.K) * (p.precision == Precision::Bf16Inputs ? 2 : 4);
+}
+
+// Scratch inputs of the problem's size, offset to the alignment classes of the caller's (the
+// split GEMMs read kjit's own 256-byte aligned rows).
 struct Scratch {
   Scratch(Runtime& rt, const LinearGnMinProblem& p, const LgmKey& key, const LgmWorkspace& lw)
       : ab(p.precision == Precision::Bf16Inputs ? 2 : 4),
-        x(rt, static_cast<size_t>(p.M * p.K) * ab + 256),
-        w(rt, static_cast<size_t>(p.N * p.K) * ab + 256),
+        x(rt, operand_bytes(p, p.M) + 256),
+        w(rt, operand_bytes(p, p.N) + 256),
         lb(rt, static_cast<size_t>(p.N) * 4 + 256),
         gamma(rt, static_cast<size_t>(p.N) * 4),
         beta(rt, static_cast<size_t>(p.N) * 4),
         bias(rt, static_cast<size_t>(p.N) * 4),
         out(rt, static_cast<size_t>(p.M * p.N) * 4 + 16),
-        ws(rt, lw.bytes()) {
+        ws(rt, lw.bytes(true)) {  // no room for a split W: the split kernels are not timed
     Stream s(rt);
     kjit::detail::ContextGuard g(rt.context());
     for (const DeviceBuffer* b : {&x, &w, &lb, &beta, &bias})
       fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115 in fp32 and bf16
     fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
     s.synchronize();
-    xp = reinterpret_cast<const void*>(x.ptr() + key.align_x % 256);
-    wp = reinterpret_cast<const void*>(w.ptr() + key.align_w % 256);
+    const bool split = p.precision == Precision::Fp32x3;
+    xp = reinterpret_cast<const void*>(x.ptr() + (split ? 0 : key.align_x % 256));
+    wp = reinterpret_cast<const void*>(w.ptr() + (split ? 0 : key.align_w % 256));
     lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
     outp = reinterpret_cast<float*>(out.ptr() + (key.out_aligned ? 0 : 4));
     y = ws.ptr();
@@ -145,6 +154,9 @@ void run_or_unsupported(const LgmGemm& g, const Scratch& s, CUstream stream, cub
 void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,
               LgmPlan* plan) {
   init_gemm(p, &plan->gemm);
+  // Fp32x3: the tuner times the first GEMM's candidates (2/3 of the work) with the second GEMM,
+  // hi*hi, on the heuristic's algorithm.
+  if (plan->gemm.split) build_second_gemm(rt, st, key, &plan->gemm);
   std::vector<GemmChoice> choices = gemm_choices(rt, st, key, plan->gemm);
   if (choices.empty())
     throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no algorithm for " + p.describe());

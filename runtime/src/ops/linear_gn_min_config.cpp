@@ -129,14 +129,17 @@ const char* precision_name(Precision p) {
       return "tf32";
     case Precision::Bf16Inputs:
       return "bf16-inputs";
+    case Precision::Fp32x3:
+      return "fp32x3";
   }
   return "?";
 }
 
 Precision parse_precision(const std::string& s) {
-  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16Inputs})
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16Inputs, Precision::Fp32x3})
     if (s == precision_name(p)) return p;
-  throw Error(Errc::InvalidArgument, "precision '" + s + "' must be fp32, tf32 or bf16-inputs");
+  throw Error(Errc::InvalidArgument,
+              "precision '" + s + "' must be fp32, tf32, bf16-inputs or fp32x3");
 }
 
 const char* bias_add_name(LinearBiasAdd b) {
@@ -186,10 +189,10 @@ std::string GnMinConfig::describe() const {
 
 void validate(const LinearGnMinProblem& p) {
   if (p.precision != Precision::Fp32 && p.precision != Precision::Tf32 &&
-      p.precision != Precision::Bf16Inputs)
+      p.precision != Precision::Bf16Inputs && p.precision != Precision::Fp32x3)
     bad(p,
         "precision = " + std::to_string(static_cast<int>(p.precision)) +
-            " is not one of Fp32, Tf32, Bf16Inputs",
+            " is not one of Fp32, Tf32, Bf16Inputs, Fp32x3",
         "precision");
   if (p.M < 1) bad(p, "M = " + std::to_string(p.M) + " must be >= 1", "M");
   if (p.K < 1) bad(p, "K = " + std::to_string(p.K) + " must be >= 1", "K");
@@ -206,6 +209,18 @@ void validate(const LinearGnMinProblem& p) {
   if (p.M > kMaxElems / p.N) bad(p, "M * N = Y's element count overflows", "M");
   if (p.M > kMaxElems / p.K) bad(p, "M * K = x's element count overflows", "K");
   if (p.N > kMaxElems / p.K) bad(p, "N * K = weight's element count overflows", "K");
+  if (p.precision == Precision::Fp32x3) {
+    // The split rows: 2 * pitch floats each, for M rows of x and N rows of W.
+    const int64_t row = 2 * linear_gn_min_split_pitch(p.K);
+    if (p.M > kMaxElems / row)
+      bad(p, "M * 2 * split_pitch(K) = split x's element count overflows", "K");
+    if (p.N > kMaxElems / row)
+      bad(p, "N * 2 * split_pitch(K) = split W's element count overflows", "K");
+  }
+}
+
+int64_t linear_gn_min_split_pitch(int64_t K) {
+  return (K + 63) / 64 * 64;
 }
 
 void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {
@@ -288,6 +303,18 @@ Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c) {
   return s;
 }
 
+Spec tf32_split_spec(int64_t K, int vec) {
+  if (K < 1 || K > INT32_MAX)
+    throw Error::invalid("K", "tf32_split: K = " + std::to_string(K) + " must be in [1, 2^31-1]");
+  if (vec != 1 && (vec != 4 || K % 4 != 0))
+    throw Error::invalid("vec", "tf32_split: vec = " + std::to_string(vec) +
+                                    " must be 1, or 4 with K % 4 == 0 (K = " + std::to_string(K) +
+                                    ")");
+  Spec s("kjit/tf32_split.cuh", "kjit::tf32_split");
+  s.value(kTf32SplitThreads).value(vec).value(K);
+  return s;
+}
+
 std::vector<Spec> gn_min_specs(const LinearGnMinProblem& p, const GnMinConfig& c) {
   std::vector<Spec> out{gn_min_spec(p, c)};
   if (c.split) {
@@ -335,8 +362,16 @@ std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, 
 
 std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Target& t,
                                           const LinearGnMinOptions& opt, bool out_aligned) {
-  return op::distinct_specs(linear_gn_min_configs_for(p, t, opt, out_aligned),
-                            [&](const GnMinConfig& c) { return gn_min_specs(p, c); });
+  std::vector<Spec> out =
+      op::distinct_specs(linear_gn_min_configs_for(p, t, opt, out_aligned),
+                         [&](const GnMinConfig& c) { return gn_min_specs(p, c); });
+  // Fp32x3 splits x (and W, without a pack) first: prepare's variant for 16-byte aligned
+  // pointers, and with `out_aligned` false (a call's unaligned variants) the scalar one too.
+  if (p.precision == Precision::Fp32x3) {
+    if (p.K % 4 == 0) out.push_back(tf32_split_spec(p.K, 4));
+    if (p.K % 4 != 0 || !out_aligned) out.push_back(tf32_split_spec(p.K, 1));
+  }
+  return out;
 }
 
 }  // namespace kjit::ops

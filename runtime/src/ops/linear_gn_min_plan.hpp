@@ -31,6 +31,11 @@ struct LgmKey {
 // B = x seen column-major (K x M, ld K). The bias epilogue adds lb (length N = rows of D) to
 // every column of D, i.e. lb[n] to Y[m, n]. Without it (bias_epilogue false) the fused kernel adds
 // lb instead (GnMinConfig::linear_bias).
+//
+// Fp32x3 (split): A and B are the split rows (W as [hi | lo], x as [lo | hi], each part pitch =
+// linear_gn_min_split_pitch(K) floats, zero-padded). The first GEMM (a, b: K' = 2 * pitch, beta =
+// 0, with the bias epilogue when used) computes lo*hi + hi*lo, the second (a2, b2: the hi parts, K
+// rows at ld 2 * pitch, beta = 1, no epilogue) adds hi*hi: small products first.
 struct LgmGemm {
   kjit::detail::lt::Layout a, b, d;  // C = D (beta = 0)
   bool bias_epilogue = true;
@@ -39,19 +44,36 @@ struct LgmGemm {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;  // what algo uses (<= kLinearGnMinGemmWorkspace)
   std::string source;    // "heuristic", "autotuned", "cache"
+  bool split = false;    // Fp32x3: the second GEMM below runs after the first
+  int64_t pitch = 0;     // floats per part of a split row
+  kjit::detail::lt::Layout a2, b2;
+  cublasLtMatmulAlgo_t algo2{};
+  size_t workspace2 = 0;
 };
 
-// The workspace of a call: Y, then the row minima, then cuBLASLt's (each part rounded up to 256
-// bytes). linear_gn_min_workspace_size is bytes().
+// The workspace of a call: Y, the row minima, (Fp32x3) the split x, cuBLASLt's, then (Fp32x3
+// without a pack) the split W; each part rounded up to 256 bytes. A call with a pack uses the
+// prefix up to the split W. linear_gn_min_workspace_size is bytes(packed).
 struct LgmWorkspace {
   size_t y_bytes = 0;
   size_t mins_bytes = 0;
+  size_t xs_bytes = 0;
+  size_t ws_bytes = 0;
   static LgmWorkspace of(const LinearGnMinProblem& p) {
     auto round256 = [](size_t v) { return (v + 255) / 256 * 256; };
-    return {round256(static_cast<size_t>(p.M * p.N) * 4), round256(static_cast<size_t>(p.M) * 4)};
+    LgmWorkspace w{round256(static_cast<size_t>(p.M * p.N) * 4),
+                   round256(static_cast<size_t>(p.M) * 4), 0, 0};
+    if (p.precision == Precision::Fp32x3) {
+      const auto row = static_cast<size_t>(2 * linear_gn_min_split_pitch(p.K)) * 4;
+      w.xs_bytes = static_cast<size_t>(p.M) * row;
+      w.ws_bytes = static_cast<size_t>(p.N) * row;
+    }
+    return w;
   }
-  size_t lt_offset() const { return y_bytes + mins_bytes; }
-  size_t bytes() const { return lt_offset() + kLinearGnMinGemmWorkspace; }
+  size_t xs_offset() const { return y_bytes + mins_bytes; }
+  size_t lt_offset() const { return xs_offset() + xs_bytes; }
+  size_t ws_offset() const { return lt_offset() + kLinearGnMinGemmWorkspace; }
+  size_t bytes(bool packed = false) const { return ws_offset() + (packed ? 0 : ws_bytes); }
 };
 
 struct LgmPlan {
@@ -63,6 +85,9 @@ struct LgmPlan {
   GnMinConfig config;
   int channels = 0;  // N, for the broadcast kernel
   LgmWorkspace ws;
+  // Fp32x3: the split kernels for x and (without a pack) W, by their alignment classes.
+  Kernel split_x, split_w;
+  LaunchConfig split_x_launch, split_w_launch;
 };
 
 // Linear-GN-min's per-runtime state (Runtime::extension<LgmState>()).
@@ -86,6 +111,8 @@ class LgmState {
 // Shared by the op and autotuning.
 void configure_desc(kjit::detail::lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias);
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
+// Fp32x3: the second GEMM's algorithm (the heuristic's first), after init_gemm.
+void build_second_gemm(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm* g);
 // Up to `count` algorithms of the heuristic for g (initialized), best first.
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
                                                              const LgmKey& key, LgmGemm& g,
@@ -96,8 +123,16 @@ bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
 // The GEMM part of a plan with the heuristic's first algorithm (alignment classes from the key).
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g);
+// x and w are the caller's operands, or (split) the split rows of x and W.
 void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
               CUdeviceptr lt_ws, CUstream stream, cublasLtHandle_t h);
+// Fp32x3 (runtime/src/ops/linear_gn_min_split.cpp): the split kernel for `rows` rows of p.K
+// floats whose pointer has alignment class `align`, and its launch shape.
+void build_split_kernel(Runtime& rt, const LinearGnMinProblem& p, int64_t rows, int64_t align,
+                        Kernel* k, LaunchConfig* launch);
+// Splits src [rows, K] into dst's rows: x puts lo first ([lo | hi]), W hi first ([hi | lo]).
+void launch_split(const Kernel& k, const LaunchConfig& launch, const void* src, CUdeviceptr dst,
+                  long long rows, int64_t pitch, bool lo_first, CUstream stream);
 // The fused kernel of config c (its linear_bias set to match plan->gemm): loads it and computes
 // its launch.
 void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c, CUstream stream,

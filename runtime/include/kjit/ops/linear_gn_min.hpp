@@ -1,4 +1,5 @@
-// Linear -> GroupNorm -> min over channels -> + bias (docs/ARCHITECTURE.md, "The seed workloads"), exactly as
+// Linear -> GroupNorm -> min over channels -> + bias (docs/ARCHITECTURE.md, "The seed workloads"),
+// exactly as
 //
 //   x = nn.Linear(K, N)(x)                       # x [M, K] -> [M, N]; weight [N, K], bias lb [N]
 //   x = nn.GroupNorm(G, N)(x)                    # own gamma/beta [N] and eps
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kjit/cuda.hpp"
 #include "kjit/op/target.hpp"
 #include "kjit/runtime.hpp"
 #include "kjit/spec.hpp"
@@ -30,8 +32,14 @@ enum class Precision {
   Fp32,        // strict FP32: CUBLAS_COMPUTE_32F (the default; matches PyTorch with TF32 off)
   Tf32,        // opt-in: fp32 inputs, CUBLAS_COMPUTE_32F_FAST_TF32 (10-bit mantissa products)
   Bf16Inputs,  // opt-in: x and weight given as bf16 by the caller; fp32 accumulate and output
+  // opt-in split precision (3xTF32): x = x_hi + x_lo and W = W_hi + W_lo, hi rounded to TF32 to
+  // nearest (ties away), lo the exact rest; Y = x_lo W_hi^T + x_hi W_lo^T + x_hi W_hi^T with TF32
+  // tensor cores and fp32 accumulation: accuracy of the strict-FP32 class at about 3 TF32 GEMMs
+  // (docs/OPS.md, "Split precision"). Prepack W once (prepack_linear_gn_min) or let each call
+  // split it.
+  Fp32x3,
 };
-const char* precision_name(Precision p);  // "fp32", "tf32", "bf16-inputs"
+const char* precision_name(Precision p);  // "fp32", "tf32", "bf16-inputs", "fp32x3"
 // The inverse of precision_name; throws InvalidArgument naming the text for anything else.
 Precision parse_precision(const std::string& s);
 
@@ -96,8 +104,47 @@ struct Workspace {
   void* ptr = nullptr;
   size_t bytes = 0;
 };
-size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p);
+// Fp32x3 adds the split x (M rows of 2 * split_pitch(K) floats) and, for a call without a
+// prepacked weight, the split W (N such rows) at the end; a call with a pack needs only
+// linear_gn_min_workspace_size(p, true), a prefix of the same layout.
+size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p, bool packed_weight = false);
 constexpr size_t kLinearGnMinGemmWorkspace = size_t{32} << 20;  // the cuBLASLt part
+// Floats per part of a split row (Fp32x3): K rounded up to a multiple of 64 (256 bytes).
+int64_t linear_gn_min_split_pitch(int64_t K);
+
+// A weight prepacked for a precision that transforms it (today Fp32x3: W split into hi and lo
+// once, laid out [N rows of hi | lo], 2 * N * split_pitch(K) floats), owned by the caller and used
+// by any number of calls, as inference runtimes keep constant weights prepacked. It records what
+// it was made for (N, K, precision, the runtime's context): a call whose problem differs is an
+// InvalidArgument naming both, never a silent wrong answer. It holds a copy: a W changed later
+// needs a new pack. Device memory of the Runtime that made it: destroy the pack first.
+class LinearGnMinWeights {
+ public:
+  LinearGnMinWeights() = default;  // empty: refused by linear_gn_min
+  LinearGnMinWeights(LinearGnMinWeights&&) noexcept = default;
+  LinearGnMinWeights& operator=(LinearGnMinWeights&&) noexcept = default;
+  LinearGnMinWeights(const LinearGnMinWeights&) = delete;
+  LinearGnMinWeights& operator=(const LinearGnMinWeights&) = delete;
+
+  bool empty() const { return buf_.ptr() == 0; }
+  int64_t N() const { return N_; }
+  int64_t K() const { return K_; }
+  Precision precision() const { return precision_; }
+  CUcontext context() const { return ctx_; }
+  CUdeviceptr data() const { return buf_.ptr(); }
+  size_t bytes() const { return buf_.bytes(); }
+  const DeviceBuffer& buffer() const { return buf_; }  // e.g. to download it (tests, tools)
+  std::string describe() const;  // "N=8192 K=8192 fp32x3 on device 0 (context 0x...)"
+
+ private:
+  friend LinearGnMinWeights prepack_linear_gn_min(Runtime&, int64_t, int64_t, Precision,
+                                                  const float*, CUstream);
+  DeviceBuffer buf_;
+  int64_t N_ = 0, K_ = 0;
+  Precision precision_ = Precision::Fp32x3;
+  CUcontext ctx_ = nullptr;
+  int device_ = -1;
+};
 
 // out = min over channels of GroupNorm(x W^T + lb) + bias, shape [1, N, M, 1] (see above).
 // Device pointers in the runtime's context: x [M, K] and weight [N, K] row-major, fp32 (bf16 for
@@ -119,6 +166,28 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x, cons
                    const float* bias, float* out, const LinearGnMinOptions& opt, CUstream stream,
                    Workspace ws = {});
 
+// Packs weight [N, K] (fp32, row-major, aligned to 4 bytes) for `precision` (Fp32x3; the other
+// precisions use W as it is and are refused here). Allocates the pack and enqueues the split on
+// `stream`: calls on other streams must wait for that work (an event) first. Compiles the split
+// kernel on first use. Throws InvalidArgument (bad sizes, pointer, precision) or CaptureCompile
+// when `stream` is being captured (packing allocates).
+LinearGnMinWeights prepack_linear_gn_min(Runtime& rt, int64_t N, int64_t K, Precision precision,
+                                         const float* weight, CUstream stream);
+
+// The checks prepack makes before it needs the device (sizes, precision, pointer).
+void validate_prepack(int64_t N, int64_t K, Precision precision, const float* weight);
+
+// linear_gn_min with a prepacked weight: p.N, p.K and p.precision must be the pack's and the
+// runtime the one that made it (else InvalidArgument naming both). A caller workspace needs
+// linear_gn_min_workspace_size(p, true) bytes.
+void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x,
+                   const LinearGnMinWeights& weight, const float* linear_bias, const float* gamma,
+                   const float* beta, const float* bias, float* out, const LinearGnMinOptions& opt,
+                   CUstream stream, Workspace ws = {});
+// The pack checks of that call (no device needed): InvalidArgument naming the pack and p.
+void validate_pack(const LinearGnMinProblem& p, const LinearGnMinWeights& weight,
+                   CUcontext context);
+
 // What prepare chose for a problem.
 struct LinearGnMinInfo {
   GnMinConfig config;               // the fused kernel's launch shape
@@ -128,6 +197,7 @@ struct LinearGnMinInfo {
   bool gemm_bias_epilogue = true;   // cuBLASLt adds linear_bias (false: the fused kernel does)
   size_t gemm_workspace_bytes = 0;  // what the algorithm uses of the cuBLASLt workspace
   size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p)
+  std::string split_kernel;         // Fp32x3: the split kernel's instantiation (else empty)
 };
 
 // Builds the plan a call would use with 256-byte aligned x, weight, linear_bias and a 16-byte
@@ -173,6 +243,10 @@ std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, 
 std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Target& t,
                                           const LinearGnMinOptions& opt, bool out_aligned);
 Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c);
+// Fp32x3's split kernel (kernel_templates/kjit/tf32_split.cuh) for K columns: 16-byte loads
+// (vec = 4, K % 4 == 0 and the source 16-byte aligned) or scalar ones (vec = 1).
+constexpr int kTf32SplitThreads = 256;
+Spec tf32_split_spec(int64_t K, int vec);
 // Everything config c compiles: gn_min_spec, then (split) the broadcast kernel's.
 constexpr int kGnMinBroadcastThreads = 256;
 std::vector<Spec> gn_min_specs(const LinearGnMinProblem& p, const GnMinConfig& c);
