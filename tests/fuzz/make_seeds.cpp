@@ -1,7 +1,8 @@
 // kjit_fuzz_seeds <dir>: writes the fuzzers' generated seeds (.ci/run runs it, so that no binary
 // seed is committed): <dir>/entry/ (entries as serialize_entry writes them), <dir>/archive/
 // (archives DiskCache::export_to wrote from caches of 0, 1, 3 and 9 entries, each in both
-// fuzz_archive modes) and <dir>/manifest/ (the embedded default manifest). The other manifest and
+// fuzz_archive modes), <dir>/remote_value/ (signed values in fuzz_remote_value's value modes, and
+// URLs in its URL mode) and <dir>/manifest/ (the embedded default manifest). The other manifest and
 // --problem seeds are the files in tests/fuzz/corpus/manifest/: copied from tests/tools/ and
 // docs/TOOLS.md, and found_<commit>_* are inputs that failed fuzz_manifest at that commit, kept so
 // that every run tries them again (their regression tests are in tests/tools/manifest_test.cpp).
@@ -19,6 +20,7 @@
 #include "kjit/cache/disk_cache.hpp"
 #include "kjit/cache/key.hpp"
 #include "manifest.hpp"
+#include "remote_value.hpp"
 
 namespace fs = std::filesystem;
 using namespace kjit::cache;
@@ -78,11 +80,23 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1];
-    for (const char* sub : {"entry", "archive", "manifest"}) fs::create_directories(root / sub);
+    for (const char* sub : {"entry", "archive", "remote_value", "manifest"})
+      fs::create_directories(root / sub);
     const auto entries = sample_entries();
     for (size_t i = 0; i < entries.size(); ++i)
       write_file(root / "entry" / ("seed" + std::to_string(i)),
                  detail::serialize_entry(entries[i].first, entries[i].second));
+    // fuzz_remote_value's first byte: 0 = a value as is, 1 = re-signed, 2 = a URL. Its fleet key.
+    const std::string fleet(32, 'f');
+    for (size_t i = 0; i < entries.size(); ++i)
+      for (char mode : {'\0', '\1'})
+        write_file(
+            root / "remote_value" / ("seed" + std::to_string(i) + "-mode" + std::to_string(mode)),
+            mode + detail::seal_value(fleet, entries[i].first, entries[i].second));
+    const char* const urls[] = {"redis://127.0.0.1:6379/0", "redis://:pa%40ss@cache:7000/3",
+                                "redis://user:secret@[::1]:6380", "rediss://h"};
+    for (size_t i = 0; i < std::size(urls); ++i)
+      write_file(root / "remote_value" / ("url" + std::to_string(i)), '\2' + std::string(urls[i]));
 
     std::string tmpl = (fs::temp_directory_path() / "kjit-fuzz-seeds-XXXXXX").string();
     if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");

@@ -4,7 +4,10 @@
 // fresh Compiler with a folder of its own. Exits 1 when a faulty server costs a first call more
 // than its timeouts (loosely: connect + op timeout + 100 ms) or a later call anything measurable.
 //
-//   kjit_remote_bench [kernels=8] [arch=sm_90]
+//   kjit_remote_bench [kernels=8] [arch=sm_90] [affine|group_norm]
+//
+// affine: kjit::test_affine specializations (small: ~30-50 ms of NVRTC each); group_norm: the
+// heuristic's GroupNorm+SiLU kernel for 8xCx24x24, G=32, C = 64, 96, ... (~100-250 ms each).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "kjit/compiler.hpp"
+#include "kjit/ops/group_norm.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -41,7 +45,15 @@ kjit::cache::Options options(const std::string& dir, const std::string& url) {
   return o;
 }
 
-kjit::Spec spec(int i) {
+bool g_group_norm = false;
+
+kjit::Spec spec(int i, const std::string& arch) {
+  if (g_group_norm) {
+    auto p =
+        kjit::ops::GroupNormProblem::from_shape({8, 64 + 32 * i, 24, 24}, 32, kjit::DType::F32);
+    const int cc = kjit::Compiler::arch_sm(arch);
+    return kjit::ops::group_norm_specs(p, kjit::ops::group_norm_heuristic(p, cc, true)).at(0);
+  }
   kjit::Spec s("kjit/test_kernels.cuh", "kjit::test_affine");
   s.type(kjit::DType::F32).value(1000 + i).value(7).value(true);
   return s;
@@ -51,8 +63,9 @@ kjit::Spec spec(int i) {
 std::vector<double> first_calls(kjit::Compiler& c, int n, const std::string& arch) {
   std::vector<double> ms;
   for (int i = 0; i < n; ++i) {
+    const kjit::Spec s = spec(i, arch);
     const auto t0 = std::chrono::steady_clock::now();
-    c.get(spec(i), arch);
+    c.get(s, arch);
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -70,7 +83,7 @@ void print(const Row& r) {
   std::sort(s.begin(), s.end());
   double sum = 0;
   for (double v : s) sum += v;
-  std::printf("| %-44s | %9.3f | %9.3f | %9.3f | %s |\n", r.what.c_str(), s[s.size() / 2],
+  std::printf("| %-48s | %9.3f | %9.3f | %9.3f | %s |\n", r.what.c_str(), s[s.size() / 2],
               sum / static_cast<double>(s.size()), s.back(), r.note.c_str());
 }
 
@@ -85,13 +98,14 @@ std::string counts(const kjit::CompilerStats& s) {
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::max(1, std::atoi(argv[1])) : 8;
   const std::string arch = argc > 2 ? argv[2] : "sm_90";
+  g_group_norm = argc > 3 && std::string(argv[3]) == "group_norm";
   if (kjit_test::redis_server_binary().empty()) {
     std::fprintf(stderr, "kjit_remote_bench: redis-server is not installed\n");
     return 77;
   }
   kjit_test::RedisServer server;
   std::vector<Row> rows;
-  TempFolder compiled, remote_hit, dead, paused;
+  TempFolder compiled, remote_hit, paused;
   {
     kjit::Compiler c(options(compiled.path, server.url()));
     rows.push_back({"NVRTC compile (empty disk, empty server)", first_calls(c, n, arch), ""});
@@ -116,9 +130,8 @@ int main(int argc, char** argv) {
   bool bounded = true;
   {
     // Paused for the whole run: the first calls pay the op timeout until the breaker opens.
-    kjit::Compiler warm(options(paused.path, server.url()));
     server.pause();
-    kjit::Compiler c(options(dead.path, server.url()));
+    kjit::Compiler c(options(paused.path, server.url()));
     std::vector<double> ms = first_calls(c, n, arch);
     server.resume();
     const kjit::CompilerStats s = c.stats();
@@ -130,10 +143,11 @@ int main(int argc, char** argv) {
     if (added_ms > limit_ms) bounded = false;
     if (s.remote.skipped == 0 && n > 3) bounded = false;  // the breaker must have opened
   }
-  std::printf("\n%d kernels (kjit::test_affine<float, ...>, %s), ms per first call\n\n", n,
+  std::printf("\n%d kernels (%s, %s), ms per first call\n\n", n,
+              g_group_norm ? "GroupNorm+SiLU 8xCx24x24" : "kjit::test_affine<float, ...>",
               arch.c_str());
-  std::printf("| %-44s | %9s | %9s | %9s | %s |\n", "source", "median", "mean", "max", "counters");
-  std::printf("| %s | --: | --: | --: | --- |\n", std::string(44, '-').c_str());
+  std::printf("| %-48s | %9s | %9s | %9s | %s |\n", "source", "median", "mean", "max", "counters");
+  std::printf("| %s | --: | --: | --: | --- |\n", std::string(48, '-').c_str());
   for (const Row& r : rows) print(r);
   if (!bounded)
     std::fprintf(stderr, "kjit_remote_bench: a faulty server cost more than its bound\n");
