@@ -1,0 +1,132 @@
+"""User kernels: a CUDA C++ template from Python source (or a file), specialized with types and
+values, compiled with NVRTC (or found in kjit's disk cache) and launched on tensors and scalars.
+
+    k = kjit.kernel(SRC, "scale", types=["float32"], values=[3])
+    k(grid, block, x, y, n, stream=None)
+
+Arguments: a tensor (any DLPack object in CUDA memory) is passed as its device pointer; a Python
+int as a C int (32-bit), a float as a float, a bool as a bool; a numpy scalar (numpy.int64(n),
+numpy.float64(v)) or a ctypes value or struct by its bytes. kjit checks each argument's size
+against the kernel's parameters before launching.
+"""
+
+import ctypes
+import hashlib
+import os
+import sys
+
+from . import _kjit as _native
+from ._errors import InvalidArgumentError
+from ._tensors import is_torch, stream_for
+
+
+def _read_source(source):
+    """Source text, or the text of the file it names (a path: os.PathLike, or one line naming an
+    existing file)."""
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
+                                           and os.path.isfile(source)):
+        with open(source, "r", encoding="utf-8") as f:
+            return f.read()
+    if not isinstance(source, str):
+        raise InvalidArgumentError("kjit.kernel: source must be CUDA C++ text or a path, not %s"
+                                   % type(source).__name__, field="source")
+    return source
+
+
+def _header_name(text):
+    # By content: the same source registers once per runtime, and an edited one is a new header
+    # (kjit's cache key covers the text either way).
+    return "python/%s.cuh" % hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def _type_name(t):
+    if isinstance(t, str):
+        return t
+    name = getattr(t, "name", None) or getattr(t, "__name__", None)  # numpy dtype / scalar type
+    if name is None:
+        name = str(t)
+    return name.rsplit(".", 1)[-1]  # torch.float16 -> float16
+
+
+def _values(values):
+    out = []
+    for v in values:
+        if hasattr(v, "item") and not isinstance(v, (bool, int)):
+            v = v.item()  # numpy integer
+        if not isinstance(v, (bool, int)):
+            raise InvalidArgumentError("kjit.kernel: values must be ints or bools, not %r" % (v,),
+                                       field="values")
+        out.append(v)
+    return out
+
+
+def _arg(a):
+    t = type(a)
+    if t is bool or t is int or t is float:
+        return a
+    if t.__module__ == "numpy" and getattr(a, "shape", None) == () \
+            and not hasattr(a, "__dlpack__"):
+        return a.tobytes()  # a numpy scalar (numpy.float64 is also a float): its exact width
+    if isinstance(a, (bool, int, float)):
+        return a
+    if isinstance(a, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union)):
+        return bytes(a)
+    return a  # a tensor (the native side checks it)
+
+
+def _default_device():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return torch.cuda.current_device()
+    return 0
+
+
+class Kernel:
+    """A specialized, loaded kernel on one device. Call it as k(grid, block, *args, shared=0,
+    stream=None): grid and block are ints or tuples of up to 3 ints."""
+
+    def __init__(self, source, name, types=(), values=(), *, device=None):
+        text = _read_source(source)
+        dev = _default_device() if device is None else device
+        self._k = _native.Kernel(dev, _header_name(text), text, name,
+                                 [_type_name(t) for t in types], _values(values))
+
+    def __call__(self, grid, block, *args, shared=0, stream=None):
+        if stream is None:
+            for a in args:
+                if is_torch(a):
+                    stream = stream_for(a, None)
+                    break
+        self._k.launch(grid, block, [_arg(a) for a in args], shared,
+                       0 if stream is None else stream_for(None, stream))
+
+    @property
+    def instantiation(self):
+        return self._k.instantiation
+
+    @property
+    def num_params(self):
+        return self._k.num_params
+
+    @property
+    def num_registers(self):
+        return self._k.num_registers
+
+    def __repr__(self):
+        return "kjit.Kernel(%s on cuda:%d)" % (self._k.instantiation, self._k.device)
+
+
+def kernel(source, name, types=(), values=(), *, device=None):
+    """Specialize, compile (or load from the disk cache) and load a __global__ function template
+    `name` of `source` (CUDA C++ text or a path) with template arguments types (dtype names such
+    as "float32"/"float16"/"bfloat16", torch or numpy dtypes, or any C++ type name) followed by
+    values (ints, bools). Raises CompileError with NVRTC's log when it does not compile."""
+    return Kernel(source, name, types, values, device=device)
+
+
+def compile(source, name, types=(), values=(), *, arch="sm_90"):
+    """Compile without a GPU (NVRTC and the disk cache only): returns a dict with the
+    instantiation, lowered_name, arch, binary (cubin bytes), log, compile_ms and from_disk."""
+    text = _read_source(source)
+    return _native.compile(_header_name(text), text, name, [_type_name(t) for t in types],
+                           _values(values), arch)

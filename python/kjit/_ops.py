@@ -1,0 +1,241 @@
+"""kjit's built-in ops on DLPack tensors: GroupNorm (+ activation), Linear -> GroupNorm -> min ->
++ bias, LayerNorm and RMSNorm (+ residual, + activation), and kjit.prepare.
+
+Each call checks its arguments in the native module (dtype, shape, layout, then the device: a
+CPU tensor is an InvalidArgumentError, also a ValueError, naming the argument), allocates the
+output like the input unless out= is given, and launches on stream= or else PyTorch's current
+stream (torch tensors) or else the legacy default stream. Names (activation, precision) are
+parsed once and cached. Inside torch.compile the calls become kjit's torch custom ops
+(kjit.torch), so a compiled graph calls them without a graph break.
+"""
+
+import sys
+
+from . import _kjit as _native
+from ._errors import InvalidArgumentError
+from ._tensors import empty, empty_like, is_torch, stream_for
+
+# Set by kjit.torch when it registers the custom ops: torch.compiler.is_compiling and
+# torch.ops.kjit. While dynamo traces, the public functions call the custom ops instead.
+_compiling = None
+_torch_ops = None
+
+_activations = {}
+_precisions = {}
+# torch.finfo(dtype).eps, F.rms_norm's eps=None, by dtype name.
+_finfo_eps = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def _autotune():
+    a = sys.modules["kjit"].autotune
+    if a is True or a is False:
+        return a
+    raise InvalidArgumentError("kjit.autotune must be True or False, not %r" % (a,),
+                               field="autotune")
+
+
+def _activation(name):
+    code = _activations.get(name)
+    if code is None:
+        if not isinstance(name, str):
+            raise InvalidArgumentError("activation must be a name ('silu', 'none', 'gelu', "
+                                       "'gelu_tanh', 'relu'), not %r" % (name,),
+                                       field="activation")
+        code = _activations[name] = _native.parse_activation(name)
+    return code
+
+
+def _precision(name):
+    code = _precisions.get(name)
+    if code is None:
+        if not isinstance(name, str):
+            raise InvalidArgumentError("precision must be 'fp32', 'tf32' or 'bf16-inputs', not %r"
+                                       % (name,), field="precision")
+        code = _precisions[name] = _native.parse_precision(name)
+    return code
+
+
+def _compiled():
+    c = _compiling
+    return c is not None and c()
+
+
+# --- GroupNorm ---------------------------------------------------------------------------------
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *, out=None,
+               stream=None):
+    """act(F.group_norm(x, num_groups, weight, bias, eps)) for x of shape [N, C, *] (any rank >= 2),
+    contiguous (NCHW) or channels_last (NHWC), float32/float16/bfloat16 (statistics in fp32);
+    weight and bias [C] of x's dtype or float32, or None. activation: "silu" (default), "none",
+    "gelu", "gelu_tanh", "relu". Returns out (allocated like x unless given)."""
+    if _compiling is not None and _compiling():
+        return _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation)
+    return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream)
+
+
+def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
+    act = _activations.get(activation)
+    if act is None:
+        act = _activation(activation)
+    if out is None:
+        out = empty_like(x)
+    _native.group_norm(x, out, weight, bias, num_groups, eps, act, _autotune(),
+                       stream_for(x, stream))
+    return out
+
+
+def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *,
+                        out=None, stream=None):
+    return _native.prepare_group_norm(x, weight, bias, num_groups, eps, _activation(activation),
+                                      _autotune(), stream_for(x, stream))
+
+
+# --- Linear -> GroupNorm -> min -> + bias --------------------------------------------------------
+
+def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
+                  precision="fp32", *, out=None, stream=None):
+    """torch.min(GroupNorm(x @ weight.T + linear_bias), dim=1, keepdim=True)[0] + bias, as the
+    seed module computes it: x [M, K], weight [N, K] (float32; bfloat16 with
+    precision="bf16-inputs"), linear_bias, gamma, beta [N] and bias (N elements, e.g. (1, N, 1, 1))
+    float32. Returns PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32"
+    (strict, the default), "tf32" or "bf16-inputs"."""
+    if _compiling is not None and _compiling():
+        return _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
+                                        eps, precision)
+    return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision,
+                          out, stream)
+
+
+def _lgm_sizes(x, weight):
+    xs, ws = getattr(x, "shape", ()), getattr(weight, "shape", ())
+    if len(xs) == 2 and len(ws) == 2:
+        return int(xs[0]), int(xs[1]), int(ws[0])
+    return None  # the native call names what is wrong
+
+
+def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision, out,
+                   stream):
+    prec = _precisions.get(precision)
+    if prec is None:
+        prec = _precision(precision)
+    sizes = _lgm_sizes(x, weight)
+    workspace = None
+    if sizes is not None:
+        M, K, N = sizes
+        if out is None:
+            out = empty(x, (1, N, M, 1), dtype_of=gamma)
+        if stream is None and is_torch(x) and isinstance(num_groups, int) and num_groups > 0:
+            # The call's scratch memory from PyTorch's allocator, on the stream the call runs on:
+            # inside a CUDA graph capture it comes from the graph's pool, so a captured call needs
+            # no kjit workspace reserved for the capture stream.
+            nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups)
+            torch = sys.modules["torch"]
+            workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device)
+    _native.linear_gn_min(x, weight, linear_bias, gamma, beta, bias, out, workspace, num_groups,
+                          eps, prec, _autotune(), stream_for(x, stream))
+    return out
+
+
+def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
+                           precision="fp32", *, out=None, stream=None):
+    return _native.prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
+                                         eps, _precision(precision), _autotune(),
+                                         stream_for(x, stream))
+
+
+# --- LayerNorm and RMSNorm -----------------------------------------------------------------------
+
+def _check_normalized_shape(op, x, normalized_shape):
+    if normalized_shape is None:
+        return
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    last = tuple(getattr(x, "shape", ())[-1:])
+    if ns != last:
+        raise InvalidArgumentError(
+            "%s: normalized_shape %r: kjit normalizes over the last dimension only, so it must be "
+            "(%s,) or None" % (op, normalized_shape, last[0] if last else "?"),
+            field="normalized_shape")
+
+
+def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream):
+    act = _activations.get(activation)
+    if act is None:
+        act = _activation(activation)
+    if out is None:
+        out = empty_like(x)
+    if residual is not None and sum_out is None:
+        sum_out = empty_like(x)
+    _native.layer_norm(kind, x, residual, out, sum_out, weight, bias, eps, act, _autotune(),
+                       stream_for(x, stream))
+    return out if residual is None else (out, sum_out)
+
+
+def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *, residual=None,
+               activation="none", out=None, sum_out=None, stream=None):
+    """act(F.layer_norm(s, [width], weight, bias, eps)) over x's last dimension, with
+    s = x + residual when residual is given (then returns (y, s)); x contiguous, any rank >= 1."""
+    _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
+    if _compiling is not None and _compiling():
+        if residual is None:
+            return _torch_ops.layer_norm(x, weight, bias, eps, activation)
+        return _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation)
+    return _norm(0, x, weight, bias, eps, residual, activation, out, sum_out, stream)
+
+
+def _rms_eps(x, eps):
+    if eps is not None:
+        return eps
+    name = str(getattr(x, "dtype", "")).rsplit(".", 1)[-1]
+    return _finfo_eps.get(name, _finfo_eps["float32"])
+
+
+def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
+             activation="none", out=None, sum_out=None, stream=None):
+    """act(F.rms_norm(s, [width], weight, eps)) over x's last dimension (eps=None: the dtype's
+    machine epsilon, as PyTorch), with s = x + residual when given (then returns (y, s))."""
+    _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
+    eps = _rms_eps(x, eps)
+    if _compiling is not None and _compiling():
+        if residual is None:
+            return _torch_ops.rms_norm(x, weight, eps, activation)
+        return _torch_ops.add_rms_norm(x, residual, weight, eps, activation)
+    return _norm(1, x, weight, None, eps, residual, activation, out, sum_out, stream)
+
+
+def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *,
+                        residual=None, activation="none", out=None, sum_out=None, stream=None):
+    _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
+    return _native.prepare_layer_norm(0, x, residual, weight, bias, eps, _activation(activation),
+                                      _autotune())
+
+
+def _prepare_rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
+                      activation="none", out=None, sum_out=None, stream=None):
+    _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
+    return _native.prepare_layer_norm(1, x, residual, weight, None, _rms_eps(x, eps),
+                                      _activation(activation), _autotune())
+
+
+# --- prepare -----------------------------------------------------------------------------------
+
+_preparers = {
+    group_norm: _prepare_group_norm,
+    linear_gn_min: _prepare_linear_gn_min,
+    layer_norm: _prepare_layer_norm,
+    rms_norm: _prepare_rms_norm,
+}
+_preparers.update({f.__name__: p for f, p in list(_preparers.items())})
+
+
+def prepare(op, *args, **kwargs):
+    """Compile and load what op(*args, **kwargs) launches, and give its stream the workspace it
+    needs, without running it: a later call, also one captured into a CUDA graph, compiles and
+    allocates nothing (a call that would compile inside a capture raises CaptureCompileError).
+    op: kjit.group_norm, kjit.linear_gn_min, kjit.layer_norm, kjit.rms_norm (or their names).
+    Returns a description of the plan chosen (kernel config; the GEMM algorithm)."""
+    prep = _preparers.get(op) if isinstance(op, str) or callable(op) else None
+    if prep is None:
+        raise InvalidArgumentError(
+            "kjit.prepare: op must be one of %s, not %r"
+            % (", ".join(sorted(k for k in _preparers if isinstance(k, str))), op), field="op")
+    return prep(*args, **kwargs)

@@ -1,0 +1,96 @@
+"""What the op functions need to know about their arguments, at Python speed: which framework a
+tensor is from (without importing one), the stream to launch on, and an output like the input."""
+
+import sys
+
+# PyTorch's Tensor type and its current-stream getter, once torch is imported (kjit never
+# imports it for you: a program without torch never pays for it).
+_torch_tensor = None
+_raw_stream = None
+
+
+def _find_torch():
+    global _torch_tensor, _raw_stream
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "Tensor"):
+        return None
+    _torch_tensor = torch.Tensor
+    # The raw handle getter (what torch.cuda.current_stream().cuda_stream returns, without making
+    # a Stream object: ~20x cheaper); the public API where a torch build lacks it.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        def raw(device):
+            return torch.cuda.current_stream(device).cuda_stream
+    _raw_stream = raw
+    # The custom ops (torch.compile, CUDA graphs) register on first sight of a torch tensor.
+    from . import torch as _kjit_torch  # noqa: F401
+    return _torch_tensor
+
+
+def is_torch(x):
+    t = _torch_tensor
+    if t is None:
+        t = _find_torch()
+        if t is None:
+            return False
+    return isinstance(x, t)
+
+
+def stream_handle(stream):
+    """A CUstream handle (int) from an int, a torch.cuda.Stream, a CuPy stream, or any object
+    with __cuda_stream__ (the CUDA stream protocol)."""
+    if type(stream) is int:
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        h = getattr(stream, attr, None)
+        if isinstance(h, int):
+            return h
+    from ._errors import InvalidArgumentError
+    raise InvalidArgumentError(
+        "kjit: stream must be an int handle, a torch.cuda.Stream, a CuPy stream or an object "
+        "with __cuda_stream__, not %s" % type(stream).__name__, field="stream")
+
+
+def stream_for(x, stream):
+    """stream=, else PyTorch's current stream for x's device when x is a torch tensor, else the
+    legacy default stream (0)."""
+    if stream is not None:
+        return stream_handle(stream)
+    if is_torch(x):
+        dev = x.get_device()
+        return _raw_stream(dev) if dev >= 0 else 0
+    return 0
+
+
+def empty_like(x):
+    """A new uninitialized tensor like x (shape, dtype, device, strides): torch.empty_like for
+    torch tensors (channels_last stays channels_last), else the array's own namespace."""
+    if is_torch(x):
+        return sys.modules["torch"].empty_like(x)
+    ns = getattr(x, "__array_namespace__", None)
+    if ns is not None:
+        return ns().empty_like(x)
+    mod = sys.modules.get(type(x).__module__.split(".")[0])
+    if mod is not None and hasattr(mod, "empty_like"):
+        return mod.empty_like(x)
+    from ._errors import InvalidArgumentError
+    raise InvalidArgumentError(
+        "kjit: cannot allocate an output like a %s: pass out=" % type(x).__name__, field="out")
+
+
+def empty(x, shape, dtype_of=None):
+    """A new contiguous tensor of `shape` with the dtype of `dtype_of` (default x) on x's device."""
+    src = x if dtype_of is None else dtype_of
+    if is_torch(x):
+        return sys.modules["torch"].empty(shape, dtype=src.dtype, device=x.device)
+    mod = sys.modules.get(type(x).__module__.split(".")[0])
+    if mod is not None and hasattr(mod, "empty"):
+        if hasattr(x, "device") and type(x).__module__.startswith("cupy"):
+            with x.device:
+                return mod.empty(shape, dtype=src.dtype)
+        return mod.empty(shape, dtype=src.dtype)
+    from ._errors import InvalidArgumentError
+    raise InvalidArgumentError(
+        "kjit: cannot allocate an output for a %s: pass out=" % type(x).__name__, field="out")

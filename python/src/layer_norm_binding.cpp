@@ -1,0 +1,127 @@
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kjit/error.hpp"
+#include "kjit/ops/layer_norm.hpp"
+#include "ops.hpp"
+#include "runtimes.hpp"
+#include "tensors.hpp"
+
+namespace kjit::py {
+
+namespace {
+
+struct LnCall {
+  const char* op = "";
+  ops::LayerNormProblem p;
+  TensorArg x, residual, out, sum, weight, bias;
+};
+
+void require_dense(const char* op, const TensorArg& t) {
+  if (!t.contiguous())
+    bad_arg(op, t.name,
+            "is not contiguous (strides " + t.strides_text() + " for shape " + t.shape_text() +
+                "): call .contiguous() first");
+}
+
+// x's shape, dtype and layout for residual, out and sum.
+TensorArg like_x(const LnCall& c, const char* name, nb::handle h, bool writable) {
+  TensorArg t = tensor_arg(c.op, name, h, writable);
+  require_same_shape(c.op, c.x, t);
+  require_dense(c.op, t);
+  return t;
+}
+
+TensorArg param(const LnCall& c, const char* name, nb::handle h) {
+  TensorArg t = tensor_arg(c.op, name, h, false);
+  require_vector(c.op, t, c.p.width);
+  return t;
+}
+
+// Everything a CPU can check (x, residual, out, sum, weight, bias, the problem); then devices.
+LnCall read_call(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
+                 nb::handle weight, nb::handle bias, int activation) {
+  LnCall c;
+  if (kind != 0 && kind != 1) throw Error::invalid("kind", "kjit: norm kind code must be 0 or 1");
+  c.p.kind = kind == 0 ? ops::NormKind::LayerNorm : ops::NormKind::RMSNorm;
+  c.op = kind == 0 ? "kjit.layer_norm" : "kjit.rms_norm";
+  if (activation < 0 || activation > static_cast<int>(Activation::ReLU))
+    bad_arg(c.op, "activation", "code " + std::to_string(activation) + " names no activation");
+  c.p.activation = static_cast<Activation>(activation);
+  c.x = tensor_arg(c.op, "x", x, false);
+  if (c.x.ndim < 1) bad_arg(c.op, "x", "is a scalar; the norm needs a last dimension");
+  require_dense(c.op, c.x);
+  c.p.dtype = c.x.dtype;
+  c.p.width = c.x.shape[c.x.ndim - 1];
+  c.p.rows = c.p.width == 0 ? 0 : c.x.numel() / c.p.width;
+  c.p.residual = !residual.is_none();
+  if (c.p.residual) c.residual = like_x(c, "residual", residual, false);
+  if (!out.is_none()) c.out = like_x(c, "out", out, true);
+  if (!sum.is_none()) c.sum = like_x(c, "sum", sum, true);
+  c.p.has_weight = !weight.is_none();
+  c.p.has_bias = !bias.is_none();
+  c.p.param_dtype = c.p.dtype;
+  if (c.p.has_weight) c.weight = param(c, "weight", weight);
+  if (c.p.has_bias) c.bias = param(c, "bias", bias);
+  if (c.p.has_weight && c.p.has_bias && c.weight.dtype != c.bias.dtype)
+    bad_arg(c.op, "bias", "must have weight's dtype (kjit reads both as one parameter dtype)");
+  if (c.p.has_weight)
+    c.p.param_dtype = c.weight.dtype;
+  else if (c.p.has_bias)
+    c.p.param_dtype = c.bias.dtype;
+  ops::validate(c.p);
+  require_cuda(c.op, c.x);
+  const int dev = c.x.device_id;
+  if (c.p.residual) require_cuda(c.op, c.residual, dev);
+  if (!out.is_none()) require_cuda(c.op, c.out, dev);
+  if (!sum.is_none()) require_cuda(c.op, c.sum, dev);
+  if (c.p.has_weight) require_cuda(c.op, c.weight, dev);
+  if (c.p.has_bias) require_cuda(c.op, c.bias, dev);
+  return c;
+}
+
+ops::LayerNormOptions options(double eps, bool autotune) {
+  ops::LayerNormOptions o;
+  o.eps = static_cast<float>(eps);
+  o.autotune = autotune;
+  return o;
+}
+
+void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
+                nb::handle weight, nb::handle bias, double eps, int activation, bool autotune,
+                uintptr_t stream) {
+  const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
+  if (out.is_none()) bad_arg(c.op, "out", "is required here (the Python function allocates it)");
+  if (c.p.residual && sum.is_none())
+    bad_arg(c.op, "sum", "is required with a residual (the Python function allocates it)");
+  const ops::LayerNormOptions o = options(eps, autotune);
+  ops::validate_call(c.p, c.x.data, c.residual.data, c.out.data, c.sum.data, c.weight.data,
+                     c.bias.data, o.eps);
+  ops::layer_norm(runtime_for(c.x.device_id), c.p, c.x.data, c.residual.data, c.out.data,
+                  c.sum.data, c.weight.data, c.bias.data, o, as_stream(stream));
+}
+
+std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle weight, nb::handle bias,
+                    double eps, int activation, bool autotune) {
+  const LnCall c = read_call(kind, x, residual, nb::none(), nb::none(), weight, bias, activation);
+  const ops::LayerNormOptions o = options(eps, autotune);
+  Runtime& rt = runtime_for(c.x.device_id);
+  nb::gil_scoped_release release;
+  return ops::prepare_layer_norm(rt, c.p, o).describe();
+}
+
+}  // namespace
+
+void bind_layer_norm(nb::module_& m) {
+  m.def("layer_norm", &layer_norm, nb::arg("kind"), nb::arg("x"), nb::arg("residual").none(),
+        nb::arg("out").none(), nb::arg("sum").none(), nb::arg("weight").none(),
+        nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"), nb::arg("autotune"),
+        nb::arg("stream"));
+  m.def("prepare_layer_norm", &prepare, nb::arg("kind"), nb::arg("x"), nb::arg("residual").none(),
+        nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"),
+        nb::arg("autotune"));
+}
+
+}  // namespace kjit::py

@@ -1,0 +1,152 @@
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kjit/error.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+#include "ops.hpp"
+#include "runtimes.hpp"
+#include "tensors.hpp"
+
+namespace kjit::py {
+
+namespace {
+
+constexpr const char* kOp = "kjit.linear_gn_min";
+
+struct LgmCall {
+  ops::LinearGnMinProblem p;
+  TensorArg x, weight, linear_bias, gamma, beta, bias, out, ws;
+  bool has_ws = false;
+};
+
+void require_matrix(const TensorArg& t, int64_t rows, int64_t cols, const char* what) {
+  if (t.ndim != 2 || (rows >= 0 && t.shape[0] != rows) || (cols >= 0 && t.shape[1] != cols))
+    bad_arg(kOp, t.name, "has shape " + t.shape_text() + ", must be " + what);
+  if (!t.contiguous())
+    bad_arg(kOp, t.name,
+            "is not contiguous (strides " + t.strides_text() + "): call .contiguous() first");
+}
+
+ops::Precision precision_of(int p) {
+  if (p < 0 || p > static_cast<int>(ops::Precision::Bf16Inputs))
+    bad_arg(kOp, "precision", "code " + std::to_string(p) + " names no kjit precision");
+  return static_cast<ops::Precision>(p);
+}
+
+// Everything a CPU can check, in argument order and then the problem; then the devices.
+LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
+                  nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
+                  int64_t groups, int precision) {
+  LgmCall c;
+  c.p.precision = precision_of(precision);
+  const DType in = c.p.precision == ops::Precision::Bf16Inputs ? DType::BF16 : DType::F32;
+  const char* in_rule = in == DType::BF16 ? "precision='bf16-inputs'" : "the GEMM's inputs";
+  c.x = tensor_arg(kOp, "x", x, false);
+  require_matrix(c.x, -1, -1, "[M, K] (batch, in_features)");
+  require_dtype(kOp, c.x, in, in_rule);
+  c.p.M = c.x.shape[0];
+  c.p.K = c.x.shape[1];
+  c.weight = tensor_arg(kOp, "weight", weight, false);
+  require_matrix(c.weight, -1, c.p.K, "[N, K] (out_features, x's in_features)");
+  require_dtype(kOp, c.weight, in, in_rule);
+  c.p.N = c.weight.shape[0];
+  c.p.G = groups;
+  TensorArg* vecs[] = {&c.linear_bias, &c.gamma, &c.beta, &c.bias};
+  const char* names[] = {"linear_bias", "gamma", "beta", "bias"};
+  nb::handle hs[] = {linear_bias, gamma, beta, bias};
+  for (int i = 0; i < 4; ++i) {
+    *vecs[i] = tensor_arg(kOp, names[i], hs[i], false);
+    require_vector(kOp, *vecs[i], c.p.N);
+    require_dtype(kOp, *vecs[i], DType::F32, "kjit's GroupNorm and bias parameters are fp32");
+  }
+  if (!out.is_none()) {
+    c.out = tensor_arg(kOp, "out", out, true);
+    require_vector(kOp, c.out, c.p.N * c.p.M);
+    require_dtype(kOp, c.out, DType::F32, "the result is fp32");
+  }
+  if (!workspace.is_none()) {
+    c.has_ws = true;
+    nb::ndarray<> w;  // raw bytes: any dtype
+    if (!nb::try_cast(workspace, w, false)) bad_arg(kOp, "workspace", "must be a writable tensor");
+    c.ws.name = "workspace";
+    c.ws.data = w.data();
+    c.ws.ndim = 1;
+    c.ws.shape[0] = static_cast<int64_t>(w.nbytes());
+    c.ws.strides[0] = 1;
+    c.ws.device_type = w.device_type();
+    c.ws.device_id = w.device_id();
+  }
+  ops::validate(c.p);
+  require_cuda(kOp, c.x);
+  const int dev = c.x.device_id;
+  for (const TensorArg* t : {&c.weight, &c.linear_bias, &c.gamma, &c.beta, &c.bias})
+    require_cuda(kOp, *t, dev);
+  if (!out.is_none()) require_cuda(kOp, c.out, dev);
+  if (c.has_ws) require_cuda(kOp, c.ws, dev);
+  return c;
+}
+
+ops::LinearGnMinOptions options(double eps, bool autotune) {
+  ops::LinearGnMinOptions o;
+  o.eps = static_cast<float>(eps);
+  o.autotune = autotune;
+  return o;
+}
+
+void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
+                   nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
+                   int64_t groups, double eps, int precision, bool autotune, uintptr_t stream) {
+  const LgmCall c =
+      read_call(x, weight, linear_bias, gamma, beta, bias, out, workspace, groups, precision);
+  if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.linear_gn_min allocates it)");
+  const ops::LinearGnMinOptions o = options(eps, autotune);
+  ops::Workspace ws;
+  if (c.has_ws) ws = {c.ws.data, static_cast<size_t>(c.ws.shape[0])};
+  auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
+  ops::validate_call(c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),
+                     f(c.bias), f(c.out), o, ws);
+  ops::linear_gn_min(runtime_for(c.x.device_id), c.p, c.x.data, c.weight.data, f(c.linear_bias),
+                     f(c.gamma), f(c.beta), f(c.bias), static_cast<float*>(c.out.data), o,
+                     as_stream(stream), ws);
+}
+
+// Builds the plan (kernel, cuBLASLt algorithm) and gives `stream` kjit's workspace for it.
+std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
+                    nb::handle beta, nb::handle bias, int64_t groups, double eps, int precision,
+                    bool autotune, uintptr_t stream) {
+  const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, nb::none(), nb::none(),
+                              groups, precision);
+  const ops::LinearGnMinOptions o = options(eps, autotune);
+  Runtime& rt = runtime_for(c.x.device_id);
+  nb::gil_scoped_release release;
+  const ops::LinearGnMinInfo info = ops::prepare_linear_gn_min(rt, c.p, o);
+  ops::reserve_linear_gn_min_workspace(rt, c.p, as_stream(stream));
+  return info.kernel + "; gemm " + info.gemm_algo + " (" + info.gemm_source + ")";
+}
+
+}  // namespace
+
+void bind_linear_gn_min(nb::module_& m) {
+  m.def("linear_gn_min", &linear_gn_min, nb::arg("x"), nb::arg("weight"), nb::arg("linear_bias"),
+        nb::arg("gamma"), nb::arg("beta"), nb::arg("bias"), nb::arg("out").none(),
+        nb::arg("workspace").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("precision"),
+        nb::arg("autotune"), nb::arg("stream"));
+  m.def("prepare_linear_gn_min", &prepare, nb::arg("x"), nb::arg("weight"), nb::arg("linear_bias"),
+        nb::arg("gamma"), nb::arg("beta"), nb::arg("bias"), nb::arg("groups"), nb::arg("eps"),
+        nb::arg("precision"), nb::arg("autotune"), nb::arg("stream"));
+  m.def("linear_gn_min_workspace_size", [](int64_t M, int64_t K, int64_t N, int64_t G) {
+    ops::LinearGnMinProblem p;
+    p.M = M;
+    p.K = K;
+    p.N = N;
+    p.G = G;
+    ops::validate(p);
+    return ops::linear_gn_min_workspace_size(p);
+  });
+  m.def("parse_precision",
+        [](const std::string& name) { return static_cast<int>(ops::parse_precision(name)); });
+}
+
+}  // namespace kjit::py

@@ -1,0 +1,241 @@
+"""CPU tests: import, version, argument validation and compile errors, with numpy arrays as the
+DLPack tensors; no GPU or driver needed (every rule below is checked before the device)."""
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+import kjit
+
+
+def f32(*shape):
+    return np.zeros(shape, np.float32)
+
+
+def test_version_matches_the_cmake_project():
+    with open(__file__.rsplit("/python/", 1)[0] + "/CMakeLists.txt") as f:
+        want = re.search(r"project\(kjit VERSION ([0-9.]+)", f.read()).group(1)
+    assert kjit.version() == want
+    assert kjit.__version__ == want
+    assert re.fullmatch(r"[0-9]+\.[0-9]+", kjit.nvrtc_version())
+
+
+def test_gpu_status_says_why():
+    ok, why = kjit.gpu_status()
+    assert isinstance(ok, bool)
+    assert ok or why  # no GPU: a reason
+
+
+def test_autotune_switch_defaults_off_and_is_checked():
+    assert kjit.autotune is False
+    try:
+        kjit.autotune = "yes"
+        with pytest.raises(kjit.InvalidArgumentError, match="autotune"):
+            kjit.group_norm(f32(2, 8, 4), 4)
+    finally:
+        kjit.autotune = False
+
+
+def test_cpu_tensor_is_refused_naming_the_argument():
+    with pytest.raises(ValueError, match=r"kjit.group_norm: x is on cpu") as e:
+        kjit.group_norm(f32(2, 8, 4), 4)
+    assert isinstance(e.value, kjit.Error)
+    assert e.value.code == "invalid_argument" and e.value.field == "x"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8, np.complex64])
+def test_bad_dtype(dtype):
+    with pytest.raises(kjit.InvalidArgumentError, match="x has dtype .*float32, float16 or bfloat16"):
+        kjit.group_norm(np.zeros((2, 8, 4), dtype), 4)
+
+
+def test_bad_groups():
+    with pytest.raises(kjit.InvalidArgumentError, match="divisible by groups = 3") as e:
+        kjit.group_norm(f32(2, 8, 4), 3)
+    assert e.value.field == "groups"
+    with pytest.raises(kjit.InvalidArgumentError):
+        kjit.group_norm(f32(2, 8, 4), 0)
+
+
+def test_bad_layout():
+    x = f32(2, 8, 6)[:, :, ::2]  # strided: neither contiguous nor channels_last
+    with pytest.raises(kjit.InvalidArgumentError, match="neither contiguous .NCHW. nor channels_last"):
+        kjit.group_norm(x, 4)
+
+
+def test_channels_last_layout_passes_the_layout_check():
+    x = np.zeros((2, 5, 5, 8), np.float32).transpose(0, 3, 1, 2)  # NHWC memory, NCHW shape
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.group_norm(x, 4)  # layout, shape and groups accepted; only the device is left
+
+
+def test_too_few_dims():
+    with pytest.raises(kjit.InvalidArgumentError, match=r"\[N, C, \*\]"):
+        kjit.group_norm(f32(8), 4)
+
+
+def test_bad_weight_and_bias():
+    x = f32(2, 8, 4)
+    with pytest.raises(kjit.InvalidArgumentError, match="weight has shape \\[7\\]"):
+        kjit.group_norm(x, 4, weight=f32(7))
+    with pytest.raises(kjit.InvalidArgumentError, match="weight's dtype"):
+        kjit.group_norm(x.astype(np.float16), 4, weight=f32(8), bias=np.zeros(8, np.float16))
+    with pytest.raises(kjit.InvalidArgumentError, match="bias must be a tensor"):
+        kjit.group_norm(x, 4, bias=[0.0] * 8)
+
+
+def test_bad_out():
+    x = f32(2, 8, 4)
+    with pytest.raises(kjit.InvalidArgumentError, match="out has shape"):
+        kjit.group_norm(x, 4, out=f32(2, 8, 5))
+    with pytest.raises(kjit.InvalidArgumentError, match="out has dtype"):
+        kjit.group_norm(x, 4, out=np.zeros((2, 8, 4), np.float16))
+    ro = f32(2, 8, 4)
+    ro.flags.writeable = False
+    with pytest.raises(kjit.InvalidArgumentError, match="out must be a writable tensor"):
+        kjit.group_norm(x, 4, out=ro)
+
+
+def test_bad_activation_and_eps():
+    with pytest.raises(kjit.InvalidArgumentError, match="'bogus' is not one of"):
+        kjit.group_norm(f32(2, 8, 4), 4, activation="bogus")
+    with pytest.raises(kjit.InvalidArgumentError, match="activation must be a name"):
+        kjit.group_norm(f32(2, 8, 4), 4, activation=None)
+
+
+def test_linear_gn_min_validation():
+    x, w, v = f32(16, 32), f32(64, 32), f32(64)
+    with pytest.raises(kjit.InvalidArgumentError, match="weight has shape \\[64, 31\\]"):
+        kjit.linear_gn_min(x, f32(64, 31), v, v, v, v, 8)
+    with pytest.raises(kjit.InvalidArgumentError, match="gamma has shape"):
+        kjit.linear_gn_min(x, w, v, f32(63), v, v, 8)
+    with pytest.raises(kjit.InvalidArgumentError, match="divisible|groups"):
+        kjit.linear_gn_min(x, w, v, v, v, v, 7)
+    with pytest.raises(kjit.InvalidArgumentError, match="x has dtype float16"):
+        kjit.linear_gn_min(x.astype(np.float16), w, v, v, v, v, 8)
+    with pytest.raises(kjit.InvalidArgumentError, match="is not one of|precision"):
+        kjit.linear_gn_min(x, w, v, v, v, v, 8, precision="fp8")
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.linear_gn_min(x, w, v, v, v, f32(1, 64, 1, 1), 8)
+
+
+def test_norm_validation():
+    with pytest.raises(kjit.InvalidArgumentError, match="last dimension only"):
+        kjit.layer_norm(f32(4, 8), (4, 8))
+    with pytest.raises(kjit.InvalidArgumentError, match="residual has shape"):
+        kjit.layer_norm(f32(4, 8), residual=f32(4, 9))
+    with pytest.raises(kjit.InvalidArgumentError, match="not contiguous"):
+        kjit.rms_norm(f32(8, 4).T)
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.rms_norm(f32(4, 8), 8, f32(8))
+
+
+def test_prepare_rejects_unknown_ops():
+    with pytest.raises(kjit.InvalidArgumentError, match="kjit.prepare: op must be one of"):
+        kjit.prepare(print, f32(2, 8, 4), 4)
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.prepare("group_norm", f32(2, 8, 4), 4)
+
+
+def test_every_error_code_maps_to_its_class():
+    classes = {
+        "invalid_argument": kjit.InvalidArgumentError, "no_driver": kjit.NoDriverError,
+        "no_device": kjit.NoDeviceError, "cuda": kjit.CudaError, "nvrtc": kjit.NvrtcError,
+        "compile": kjit.CompileError, "cublas": kjit.CublasError,
+        "unsupported": kjit.UnsupportedError, "capture_compile": kjit.CaptureCompileError,
+        "not_found": kjit.NotFoundError, "io": kjit.IoError,
+    }
+    for code, cls in classes.items():
+        with pytest.raises(cls) as e:
+            kjit._native._raise_for_test(code, "message " + code, "the log", "")
+        assert e.value.code == code and str(e.value) == "message " + code
+        assert e.value.log == "the log" and e.value.field is None
+        assert isinstance(e.value, kjit.Error)
+        assert isinstance(e.value, ValueError) == (code == "invalid_argument")
+    with pytest.raises(kjit.InvalidArgumentError) as e:
+        kjit._native._raise_for_test("invalid_argument", "m", "", "groups")
+    assert e.value.field == "groups"
+
+
+BROKEN = """
+template <class T>
+__global__ void broken(T* x) { x[0] = this_name_does_not_exist; }
+"""
+
+GOOD = """
+template <class T, int kScale>
+__global__ void scale(const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * kScale;
+}
+"""
+
+
+def test_compile_error_carries_the_nvrtc_log():
+    with pytest.raises(kjit.CompileError) as e:
+        kjit.compile(BROKEN, "broken", types=["float32"])
+    assert e.value.code == "compile"
+    assert "this_name_does_not_exist" in e.value.log and "error" in e.value.log
+    assert "broken<float>" in str(e.value)  # the message names the instantiation too
+
+
+COPY = """
+#include "kjit/types.cuh"  // kjit::half, kjit::bfloat16 (what float16 / bfloat16 name)
+template <class T>
+__global__ void copy(const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}
+"""
+
+
+def test_compile_without_a_gpu(tmp_path):
+    r = kjit.compile(COPY, "copy", types=[np.float16], arch="sm_80")
+    assert r["instantiation"] == "copy<kjit::half>"
+    r = kjit.compile(GOOD, "scale", types=[np.float32], values=[3], arch="sm_80")
+    assert r["instantiation"] == "scale<float, 3>"
+    assert r["arch"] == "sm_80" and r["binary"][:4] == b"\x7fELF"
+    path = tmp_path / "scale.cuh"
+    path.write_text(GOOD)
+    r2 = kjit.compile(path, "scale", types=["float32"], values=[2])
+    assert r2["instantiation"] == "scale<float, 2>"
+    with pytest.raises(kjit.InvalidArgumentError, match="values must be ints or bools"):
+        kjit.compile(GOOD, "scale", types=["float32"], values=[2.5])
+    assert kjit.cache_stats()["host"]["nvrtc_compiles"] + \
+        kjit.cache_stats()["host"]["disk"]["hits"] >= 2
+
+
+def test_kernel_needs_a_device_without_one():
+    if kjit.gpu_available():
+        pytest.skip("a GPU is here: the GPU tests launch kernels")
+    with pytest.raises((kjit.NoDriverError, kjit.NoDeviceError)):
+        kjit.kernel(GOOD, "scale", types=["float32"], values=[3])
+
+
+def test_kernel_argument_marshalling_helpers():
+    from kjit import _kernels
+    assert _kernels._arg(np.int64(5)) == (5).to_bytes(8, "little")
+    assert _kernels._arg(np.float64(1.5)) == np.float64(1.5).tobytes()
+    assert _kernels._arg(ctypes.c_short(3)) == (3).to_bytes(2, "little")
+    assert _kernels._arg(7) == 7 and _kernels._arg(2.5) == 2.5
+    assert _kernels._type_name(np.float32) == "float32"
+    assert _kernels._type_name(np.dtype("float16")) == "float16"
+
+
+def test_stream_handles():
+    from kjit._tensors import stream_handle
+
+    class Torchish:
+        cuda_stream = 1234
+
+    class Protocol:
+        def __cuda_stream__(self):
+            return (0, 99)
+
+    assert stream_handle(5) == 5
+    assert stream_handle(Torchish()) == 1234
+    assert stream_handle(Protocol()) == 99
+    with pytest.raises(kjit.InvalidArgumentError, match="stream must be"):
+        stream_handle("default")

@@ -1,0 +1,278 @@
+"""GPU tests (skipped, with the reason, without a GPU or PyTorch): kjit's ops and user kernels on
+torch tensors against PyTorch in float64, layouts, streams, torch.compile, CUDA graphs and the
+two seed models. KJIT_TEST_SEED picks the random shapes (printed by each random test)."""
+
+import os
+import random
+import sys
+
+import pytest
+
+import kjit
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
+TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2}
+
+
+def seed():
+    s = int(os.environ.get("KJIT_TEST_SEED", random.randrange(1 << 30)))
+    print("KJIT_TEST_SEED=%d" % s)
+    return s
+
+
+def act64(torch, name, z):
+    F = torch.nn.functional
+    return {"none": lambda v: v, "silu": F.silu, "relu": F.relu,
+            "gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh")}[name](z)
+
+
+def gn_reference(torch, x, groups, w, b, eps, act):
+    F = torch.nn.functional
+    z = F.group_norm(x.double(), groups, None if w is None else w.double(),
+                     None if b is None else b.double(), eps)
+    return act64(torch, act, z)
+
+
+def random_gn_case(torch, rng):
+    dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16])
+    groups = rng.choice([1, 2, 4, 8, 16, 32])
+    C = groups * rng.choice([1, 2, 3, 4, 8, 16])
+    N = rng.randint(1, 4)
+    rank = rng.choice([0, 1, 2, 2, 3])
+    spatial = [rng.randint(1, 40 if rank < 3 else 12) for _ in range(rank)]
+    nhwc = rank >= 1 and rng.random() < 0.4
+    pd = rng.choice([dtype, torch.float32])
+    affine = rng.choice(["both", "weight", "bias", "none"])
+    act = rng.choice(["none", "silu", "gelu", "gelu_tanh", "relu"])
+    return dict(dtype=dtype, groups=groups, shape=[N, C] + spatial, nhwc=nhwc, pd=pd,
+                affine=affine, act=act, eps=rng.choice([1e-5, 1e-3]))
+
+
+def make_x(torch, shape, dtype, nhwc, gen):
+    if not nhwc:
+        return torch.randn(shape, generator=gen, device="cuda").mul_(2).add_(0.3).to(dtype)
+    # NHWC memory for any rank: channels innermost, viewed with PyTorch's [N, C, *] shape.
+    t = torch.randn([shape[0]] + shape[2:] + [shape[1]], generator=gen, device="cuda")
+    return t.mul_(2).add_(0.3).to(dtype).movedim(-1, 1)
+
+
+def test_group_norm_random_shapes(torch_cuda):
+    torch = torch_cuda
+    s = seed()
+    rng = random.Random(s)
+    gen = torch.Generator(device="cuda").manual_seed(s)
+    failures = []
+    for i in range(240):
+        c = random_gn_case(torch, rng)
+        x = make_x(torch, c["shape"], c["dtype"], c["nhwc"], gen)
+        C = c["shape"][1]
+        w = torch.randn(C, generator=gen, device="cuda").to(c["pd"]) \
+            if c["affine"] in ("both", "weight") else None
+        b = torch.randn(C, generator=gen, device="cuda").to(c["pd"]) \
+            if c["affine"] in ("both", "bias") else None
+        y = kjit.group_norm(x, c["groups"], w, b, c["eps"], activation=c["act"])
+        assert y.shape == x.shape and y.dtype == x.dtype and y.stride() == x.stride()
+        ref = gn_reference(torch, x, c["groups"], w, b, c["eps"], c["act"])
+        tol = TOL[str(c["dtype"]).split(".")[-1]]
+        if not torch.allclose(y.double(), ref, atol=tol, rtol=tol):
+            failures.append((i, c, (y.double() - ref).abs().max().item()))
+    assert not failures, failures[:5]
+
+
+def test_group_norm_out_in_place_and_channels_last_4d(torch_cuda):
+    torch = torch_cuda
+    x = torch.randn(4, 64, 17, 9, device="cuda").to(memory_format=torch.channels_last)
+    w, b = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
+    ref = gn_reference(torch, x, 8, w, b, 1e-5, "silu")
+    y = torch.full_like(x, float("nan"))
+    assert kjit.group_norm(x, 8, w, b, out=y) is y
+    assert torch.allclose(y.double(), ref, atol=1e-4, rtol=1e-4)
+    kjit.group_norm(x, 8, w, b, out=x)  # in place
+    assert torch.allclose(x.double(), ref, atol=1e-4, rtol=1e-4)
+    with pytest.raises(kjit.InvalidArgumentError, match="out must have x's layout"):
+        kjit.group_norm(x, 8, w, b, out=torch.empty(4, 64, 17, 9, device="cuda"))
+
+
+def test_group_norm_non_default_streams(torch_cuda):
+    torch = torch_cuda
+    x = torch.zeros(2, 32, 64, 64, device="cuda")
+    ref = gn_reference(torch, torch.arange(x.numel(), device="cuda").view_as(x).float().sin(),
+                       4, None, None, 1e-5, "silu")
+    torch.cuda.synchronize()
+    for how in ("current", "explicit"):
+        s = torch.cuda.Stream()  # non-blocking: a launch on another stream would not wait
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)  # the fill below lands well after any wrong launch
+            x.copy_(torch.arange(x.numel(), device="cuda").view_as(x).float().sin())
+            if how == "current":
+                y = kjit.group_norm(x, 4)
+        if how == "explicit":
+            y = torch.empty_like(x)
+            kjit.group_norm(x, 4, out=y, stream=s)
+        s.synchronize()
+        assert torch.allclose(y.double(), ref, atol=1e-4, rtol=1e-4), how
+        x.zero_()
+        torch.cuda.synchronize()
+
+
+def test_errors_on_the_device(torch_cuda):
+    torch = torch_cuda
+    with pytest.raises(ValueError, match="x is on cpu"):
+        kjit.group_norm(torch.zeros(2, 8, 4), 4)
+    x = torch.zeros(2, 8, 4, device="cuda")
+    with pytest.raises(kjit.InvalidArgumentError, match="weight is on cpu"):
+        kjit.group_norm(x, 4, torch.ones(8))
+    with pytest.raises(kjit.InvalidArgumentError, match="x has dtype float64"):
+        kjit.group_norm(x.double(), 4)
+    with pytest.raises(kjit.InvalidArgumentError, match="neither contiguous"):
+        kjit.group_norm(torch.zeros(2, 8, 8, device="cuda")[:, :, ::2], 4)
+
+
+def test_torch_compile_has_no_graph_break(torch_cuda):
+    torch = torch_cuda
+    import kjit.torch  # noqa: F401
+
+    def via_function(x, w, b):
+        return kjit.group_norm(x, 8, w, b, activation="gelu") * 2 + 1
+
+    def via_op(x, w, b):
+        return torch.ops.kjit.group_norm(x, 8, w, b, 1e-5, "relu") - x
+
+    def norms(x, w):
+        y, s = kjit.rms_norm(x, None, w, 1e-6, residual=x)
+        return kjit.layer_norm(y, x.shape[-1:], w, None) + s
+
+    x = torch.randn(4, 64, 8, 8, device="cuda")
+    w, b = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
+    for fn, args in ((via_function, (x, w, b)), (via_op, (x, w, b)),
+                     (norms, (torch.randn(8, 64, device="cuda"), w))):
+        torch._dynamo.reset()
+        explain = torch._dynamo.explain(fn)(*args)
+        assert explain.graph_break_count == 0, explain.break_reasons
+        assert explain.graph_count == 1
+        got = torch.compile(fn, fullgraph=True)(*args)
+        assert torch.allclose(got, fn(*args), atol=1e-5, rtol=1e-5)
+    xl = x.to(memory_format=torch.channels_last)
+    got = torch.compile(via_function, fullgraph=True)(xl, w, b)
+    assert torch.allclose(got, via_function(xl, w, b), atol=1e-5, rtol=1e-5)
+
+
+def test_cuda_graph_capture_and_replay(torch_cuda):
+    torch = torch_cuda
+    x = torch.randn(8, 128, 40, 40, device="cuda")
+    w, b = torch.randn(128, device="cuda"), torch.randn(128, device="cuda")
+    xl, wl = torch.randn(64, 256, device="cuda"), torch.randn(512, 256, device="cuda")
+    v = [torch.randn(512, device="cuda") for _ in range(4)]
+    xn, wn = torch.randn(33, 1000, device="cuda"), torch.randn(1000, device="cuda")
+    s = torch.cuda.Stream()
+    plans = [kjit.prepare(kjit.group_norm, x, 16, w, b, stream=s),
+             kjit.prepare(kjit.linear_gn_min, xl, wl, *v, 32, stream=s),
+             kjit.prepare("layer_norm", xn, None, wn, None)]
+    assert all(isinstance(p, str) and p for p in plans)
+    before = kjit.cache_stats()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        y = kjit.group_norm(x, 16, w, b)
+        out = kjit.linear_gn_min(xl, wl, *v, 32)
+        yn = kjit.layer_norm(xn, None, wn)
+    after = kjit.cache_stats()
+    for dev in after:  # nothing compiled or loaded inside the capture
+        assert after[dev].get("kernels_loaded") == before.get(dev, {}).get("kernels_loaded")
+    for t in (x, xl, xn):
+        t.copy_(torch.randn_like(t))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(y.double(), gn_reference(torch, x, 16, w, b, 1e-5, "silu"),
+                          atol=1e-4, rtol=1e-4)
+    F = torch.nn.functional
+    assert torch.allclose(yn.double(), F.layer_norm(xn.double(), (1000,), wn.double()),
+                          atol=1e-4, rtol=1e-4)
+    h = F.group_norm((xl.double() @ wl.double().T + v[0].double()), 32, v[1].double(),
+                     v[2].double())
+    want = torch.min(h, dim=1, keepdim=True)[0] + v[3].double().view(1, 512, 1, 1)
+    assert out.shape == (1, 512, 64, 1)
+    assert torch.allclose(out.double(), want, atol=1e-3, rtol=1e-3)  # fp32 GEMM over K=256
+
+
+def test_unprepared_call_in_a_capture_is_a_capture_compile_error(torch_cuda):
+    torch = torch_cuda
+    x = torch.randn(3, 24, 7, 13, device="cuda")  # a shape nothing has prepared
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(kjit.CaptureCompileError, match="capture"):
+        with torch.cuda.graph(g, stream=s):
+            kjit.group_norm(x, 3)
+
+
+def test_norms_against_pytorch(torch_cuda):
+    torch = torch_cuda
+    F = torch.nn.functional
+    rng = random.Random(seed())
+    for _ in range(24):
+        dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16])
+        width = rng.choice([1, 7, 64, 768, 1000, 4096, 5120])
+        x = torch.randn(rng.randint(1, 3), rng.randint(1, 50), width, device="cuda").to(dtype)
+        r = torch.randn_like(x)
+        w = torch.randn(width, device="cuda").to(dtype)
+        bb = torch.randn(width, device="cuda").to(dtype)
+        tol = TOL[str(dtype).split(".")[-1]]
+        y = kjit.layer_norm(x, (width,), w, bb, 1e-5)
+        ref = F.layer_norm(x.double(), (width,), w.double(), bb.double(), 1e-5)
+        assert torch.allclose(y.double(), ref, atol=tol, rtol=tol), (dtype, width)
+        y, s = kjit.rms_norm(x, None, w, residual=r, activation="silu")
+        h = (x + r)  # the sum rounded to x's dtype, as kjit writes it
+        ref = F.silu(F.rms_norm(h.double(), (width,), w.double(), torch.finfo(dtype).eps))
+        assert torch.allclose(s.double(), h.double(), atol=1e-6, rtol=tol / 4)
+        assert torch.allclose(y.double(), ref, atol=tol, rtol=tol), (dtype, width)
+
+
+SCALE = """
+#include "kjit/types.cuh"
+template <class T, int kScale>
+__global__ void scale(const T* x, T* y, long long n, float shift) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = kjit::from_float<T>(kjit::to_float(x[i]) * kScale + shift);
+}
+"""
+
+
+def test_user_kernel_on_torch_tensors(torch_cuda):
+    torch = torch_cuda
+    import numpy as np
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        k = kjit.kernel(SCALE, "scale", types=[dtype], values=[3])
+        assert k.num_params == 4
+        x = torch.randn(100_003, device="cuda").to(dtype)
+        y = torch.empty_like(x)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):  # torch's current stream is the launch stream
+            k((x.numel() + 255) // 256, 256, x, y, np.int64(x.numel()), 0.5)
+        s.synchronize()
+        assert torch.allclose(y.float(), x.float() * 3 + 0.5, atol=1e-2, rtol=1e-2)
+    with pytest.raises(kjit.InvalidArgumentError, match="parameter 2 is 8 bytes"):
+        k(1, 256, x, y, 5, 0.5)  # a Python int is a C int: the 64-bit parameter is refused
+    with pytest.raises(kjit.InvalidArgumentError, match="is on cpu"):
+        k(1, 256, x.cpu(), y, np.int64(5), 0.5)
+    with pytest.raises(kjit.CompileError) as e:
+        kjit.kernel(SCALE.replace("kScale + shift", "kScale + nope"), "scale",
+                    types=["float32"], values=[2])
+    assert "nope" in e.value.log
+
+
+def test_seed_group_norm(torch_cuda):
+    sys.path.insert(0, EXAMPLES)
+    import seed_group_norm
+    for cl in (False, True):
+        row = seed_group_norm.run(channels_last=cl, time_it=False)
+        print(row)
+        assert row["allclose_1e-4"] and row["compiled_allclose_1e-4"], row
+
+
+def test_seed_linear_gn_min(torch_cuda):
+    sys.path.insert(0, EXAMPLES)
+    import seed_linear_gn_min
+    row = seed_linear_gn_min.run(time_it=False)
+    print(row)
+    assert row["shape"] == row["want_shape"] == [1, 8192, 1024, 1]
+    assert row["allclose_1e-4"] and row["compiled_allclose_1e-4"], row
