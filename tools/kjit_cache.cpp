@@ -112,10 +112,12 @@ void print_remote(const json& r) {
   };
   std::printf(
       "fleet       hits %llu, misses %llu, refused %llu, errors %llu, skipped %llu, "
-      "published %llu, dropped %llu, mean lookup %.0f us\n",
+      "published %llu, dropped %llu, mean lookup %.0f us, compiles under lease %llu, waits "
+      "for one %llu\n",
       at("hits"), at("misses"), at("refused"), at("errors"), at("skipped"), at("published"),
       at("publish_dropped"),
-      at("gets") ? static_cast<double>(at("get_us_total")) / at("gets") : 0.0);
+      at("gets") ? static_cast<double>(at("get_us_total")) / at("gets") : 0.0, at("leases"),
+      at("lease_waits"));
 }
 
 int cmd_stats(kc::DiskCache& cache, uint64_t max_bytes, bool as_json) {

@@ -371,9 +371,18 @@ bool DiskCache::put(const Key& key, const Entry& entry) {
   return stored;
 }
 
-bool DiskCache::Impl::fetch_remote(const Key& key, Entry* out) {
+bool DiskCache::Impl::wait_for_fleet(const Key& key, bool* leased, Entry* out) {
   if (!remote) return false;
-  std::optional<Entry> e = remote->get(key);
+  std::optional<Entry> e = remote->claim_or_wait(key, leased);
+  if (!e) return false;
+  if (mode == Mode::ReadWrite) put_local(key, *e);
+  *out = std::move(*e);
+  return true;
+}
+
+bool DiskCache::Impl::fetch_remote(const Key& key, Entry* out, bool* missed) {
+  if (!remote) return false;
+  std::optional<Entry> e = remote->get(key, missed);
   if (!e) return false;
   // Sealed and checked like any entry: what lands on disk is this user's file again.
   if (mode == Mode::ReadWrite) put_local(key, *e);
@@ -387,6 +396,7 @@ Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make,
   Entry e;
   Lookup first = Lookup::Miss;
   std::optional<FileLock> lock;
+  bool leased = false;  // this process holds the fleet's compile lease on `key`
   try {
     if (m.mode != Mode::Off) first = m.lookup(key, &e);
     if (first == Lookup::Hit) {
@@ -415,7 +425,9 @@ Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make,
     }
     // Under the per-key lock: the other processes of this host that wait for it then find the
     // fetched entry on disk instead of asking the server too.
-    if (m.fetch_remote(key, &e)) {
+    // The lease only after a clean miss: a failed lookup already cost this call its one timeout.
+    bool missed = false;
+    if (m.fetch_remote(key, &e, &missed) || (missed && m.wait_for_fleet(key, &leased, &e))) {
       m.count(first);
       return e;
     }
@@ -423,7 +435,12 @@ Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make,
     first = Lookup::ReadError;  // bad_alloc while reading: fall through and compile
   }
   m.count(first);
-  e = make();  // the caller's exceptions propagate; `lock` is released on the way out
+  try {
+    e = make();  // the caller's exceptions propagate; `lock` is released on the way out
+  } catch (...) {
+    if (leased) m.remote->release(key);  // the fleet need not wait for a compile that failed
+    throw;
+  }
   ++m.compiles;
   if (made) *made = true;
   put(key, e);

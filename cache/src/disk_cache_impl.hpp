@@ -52,7 +52,11 @@ struct DiskCache::Impl {
 
   Lookup lookup(const Key& key, Entry* out);
   // The remote tier's verified entry, written to disk (when writable); false on any miss.
-  bool fetch_remote(const Key& key, Entry* out);
+  // *missed (when given): the server answered, without a value (not a failure).
+  bool fetch_remote(const Key& key, Entry* out, bool* missed = nullptr);
+  // After fetch_remote's miss, before compiling: the fleet's compile lease (RemoteCache::
+  // claim_or_wait). True with *out when another process's compile arrived; *leased when ours.
+  bool wait_for_fleet(const Key& key, bool* leased, Entry* out);
   bool put_local(const Key& key, const Entry& entry);
   std::string publish(const Key& key, const std::string& bytes);  // empty, or why it failed
   void account_put(uint64_t size);

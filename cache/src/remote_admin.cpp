@@ -30,17 +30,18 @@ std::string info_field(std::string_view info, std::string_view name) {
   return {};
 }
 
-const char* const kCounters[] = {"hits",   "misses",      "refused",   "oversized",
-                                 "errors", "skipped",     "published", "publish_dropped",
-                                 "gets",   "get_us_total"};
+const char* const kCounters[] = {"hits",   "misses",       "refused",   "oversized",
+                                 "errors", "skipped",      "published", "publish_dropped",
+                                 "gets",   "get_us_total", "leases",    "lease_waits"};
 
 }  // namespace
 
 void RemoteCache::Impl::send_fleet_counters() {
   const RemoteStats s = snapshot();
-  const uint64_t values[] = {s.hits,   s.misses,      s.refused,   s.oversized,
-                             s.errors, s.skipped,     s.published, s.publish_dropped,
-                             s.gets,   s.get_us_total};
+  const uint64_t values[] = {s.hits,   s.misses,       s.refused,   s.oversized,
+                             s.errors, s.skipped,      s.published, s.publish_dropped,
+                             s.gets,   s.get_us_total, s.leases,    s.lease_waits};
+  static_assert(std::size(values) == std::size(kCounters));
   // A process that never reached the server has nothing to add (and could not add it).
   if (s.gets + s.published == 0 || !breaker.allow() || forked()) return;
   const std::string name = opts.prefix + "stats";

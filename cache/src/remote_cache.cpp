@@ -148,50 +148,54 @@ RemoteCache::~RemoteCache() {
   m.send_fleet_counters();
 }
 
-std::optional<Entry> RemoteCache::get(const Key& k) {
+std::optional<Entry> RemoteCache::get(const Key& k, bool* missed) {
   Impl& m = *impl_;
+  bool ignored = false;
+  if (!missed) missed = &ignored;
+  *missed = false;
   if (m.forked() || !m.breaker.allow()) {
     ++m.skipped;
     return std::nullopt;
   }
   const int64_t t0 = detail::CircuitBreaker::now_ns();
-  std::optional<Entry> out;
-  try {
-    std::string why;
-    const std::string name = m.redis_key(k);
-    // GETRANGE reads at most one byte more than the limit: a huge value costs no more than that.
-    const std::string last = std::to_string(m.opts.max_value_bytes);
-    Reply r = m.run({"GETRANGE", name, "0", last}, &why);
-    if (!r) {
-      // counted by run()
-    } else if (r->type == REDIS_REPLY_STRING && r->len == 0) {
-      ++m.misses;
-    } else if (r->type == REDIS_REPLY_STRING && r->len > m.opts.max_value_bytes) {
-      ++m.oversized;
-      ++m.refused;
-    } else if (r->type == REDIS_REPLY_STRING) {
-      Entry e;
-      const auto status = detail::open_value(m.key, k, std::string_view(r->str, r->len), &e);
-      if (status == detail::ValueStatus::Ok) {
-        ++m.hits;
-        out = std::move(e);
-      } else {
-        ++m.refused;
-      }
-    } else if (r->type == REDIS_REPLY_ERROR &&
-               std::string_view(r->str, r->len).rfind("WRONGTYPE", 0) == 0) {
-      ++m.refused;  // someone stored a list or hash under a kjit key
-    } else {
-      ++m.errors;
-    }
-  } catch (const std::exception&) {  // bad_alloc on a large reply: a failed lookup
-    ++m.errors;
-  }
+  std::optional<Entry> out = m.lookup(k, false, missed);
   const uint64_t us = elapsed_us(t0);
   m.get_us_total += us;
   raise_max(m.get_us_max, us);
   ++m.gets;
   return out;
+}
+
+std::optional<Entry> RemoteCache::Impl::lookup(const Key& k, bool polling, bool* missed) {
+  try {
+    std::string why;
+    // GETRANGE reads at most one byte more than the limit: a huge value costs no more than that.
+    const std::string last = std::to_string(opts.max_value_bytes);
+    Reply r = run({"GETRANGE", redis_key(k), "0", last}, &why);
+    if (!r) return std::nullopt;  // counted by run()
+    const std::string_view text(r->str ? r->str : "", r->str ? r->len : 0);
+    if (r->type == REDIS_REPLY_STRING && r->len == 0) {
+      if (missed) *missed = true;
+      if (!polling) ++misses;
+    } else if (r->type == REDIS_REPLY_STRING && r->len > opts.max_value_bytes) {
+      ++oversized;
+      ++refused;
+    } else if (r->type == REDIS_REPLY_STRING) {
+      Entry e;
+      if (detail::open_value(key, k, text, &e) == detail::ValueStatus::Ok) {
+        ++hits;
+        return e;
+      }
+      ++refused;
+    } else if (r->type == REDIS_REPLY_ERROR && text.rfind("WRONGTYPE", 0) == 0) {
+      ++refused;  // someone stored a list or hash under a kjit key
+    } else {
+      ++errors;
+    }
+  } catch (const std::exception&) {  // bad_alloc on a large reply: a failed lookup
+    ++errors;
+  }
+  return std::nullopt;
 }
 
 bool RemoteCache::publish(const Key& k, const Entry& entry) {
@@ -264,6 +268,9 @@ RemoteStats RemoteCache::Impl::snapshot() const {
   s.get_us_total = get_us_total;
   s.get_us_max = get_us_max;
   s.gets = gets;
+  s.leases = leases;
+  s.lease_waits = lease_waits;
+  s.lease_wait_us = lease_wait_us;
   return s;
 }
 

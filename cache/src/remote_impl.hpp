@@ -46,11 +46,13 @@ struct RemoteCache::Impl {
   std::atomic<uint64_t> hits{0}, misses{0}, refused{0}, oversized{0}, errors{0}, skipped{0};
   std::atomic<uint64_t> breaker_opens{0}, published{0}, publish_dropped{0};
   std::atomic<uint64_t> get_us_total{0}, get_us_max{0}, gets{0};
+  std::atomic<uint64_t> leases{0}, lease_waits{0}, lease_wait_us{0};
   std::atomic<bool> warned{false};
 
   explicit Impl(RemoteOptions o);
 
   std::string redis_key(const Key& k) const { return opts.prefix + k.hex(); }
+  std::string lease_key(const Key& k) const { return opts.prefix + "lease:" + k.hex(); }
   bool forked() const;
   // A connection, from the pool or new; nullptr after counting a failure.
   std::unique_ptr<detail::RedisConnection> take(bool* pooled, std::string* why);
@@ -60,6 +62,9 @@ struct RemoteCache::Impl {
   void note_failure(const std::string& why);
   // SET; counts published/oversized. False and *why when it was not stored.
   bool store(const Key& key, const Entry& entry, std::string* why);
+  // One GETRANGE of `k`, verified and counted (a miss only when not `polling` for a lease).
+  // *missed (when given): the server answered that there is no value.
+  std::optional<Entry> lookup(const Key& k, bool polling, bool* missed = nullptr);
   void publisher_loop();
   RemoteStats snapshot() const;
   void send_fleet_counters();

@@ -19,16 +19,17 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-// A whole number of milliseconds from 1 to 600000, or a problem text.
-void read_ms(const char* name, std::chrono::milliseconds* out, std::string* problem) {
+// A whole number of milliseconds from `least` to 600000, or a problem text.
+void read_ms(const char* name, std::chrono::milliseconds* out, std::string* problem,
+             long long least = 1) {
   const std::string v = env(name);
   if (v.empty()) return;
   char* end = nullptr;
   const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (*end != '\0' || v[0] < '0' || v[0] > '9' || n < 1 || n > 600000) {
+  if (*end != '\0' || v[0] < '0' || v[0] > '9' || n < least || n > 600000) {
     if (problem->empty())
-      *problem =
-          std::string(name) + "='" + v + "' is not a whole number of milliseconds from 1 to 600000";
+      *problem = std::string(name) + "='" + v + "' is not a whole number of milliseconds from " +
+                 std::to_string(least) + " to 600000";
     return;
   }
   *out = std::chrono::milliseconds(n);
@@ -44,6 +45,7 @@ RemoteOptions RemoteOptions::from_env() {
   read_ms("KJIT_REMOTE_CACHE_CONNECT_TIMEOUT_MS", &o.connect_timeout, &o.env_problem);
   read_ms("KJIT_REMOTE_CACHE_TIMEOUT_MS", &o.op_timeout, &o.env_problem);
   read_ms("KJIT_REMOTE_CACHE_BACKOFF_MS", &o.backoff, &o.env_problem);
+  read_ms("KJIT_REMOTE_CACHE_LEASE_MS", &o.lease, &o.env_problem, 0);
   return o;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "../../cache/src/entry_format.hpp"  // private: values are built and damaged directly
@@ -109,6 +110,27 @@ TEST_CASE("the fleet key: required, at least 32 bytes, a key file checked like t
   CHECK(key_error(o).find("not a regular file") != std::string::npos);
   o.key_file = dir / "missing.key";
   CHECK(key_error(o).find("No such file") != std::string::npos);
+}
+
+TEST_CASE("the remote tier's numbers from the environment: whole milliseconds, else a problem") {
+  ::setenv("KJIT_REMOTE_CACHE_TIMEOUT_MS", "120", 1);
+  ::setenv("KJIT_REMOTE_CACHE_LEASE_MS", "0", 1);
+  RemoteOptions o = RemoteOptions::from_env();
+  CHECK(o.op_timeout.count() == 120);
+  CHECK(o.lease.count() == 0);
+  CHECK(o.env_problem.empty());
+  for (const char* bad : {"0", "-5", "5ms", "600001", ""}) {
+    CAPTURE(bad);
+    ::setenv("KJIT_REMOTE_CACHE_TIMEOUT_MS", bad, 1);
+    o = RemoteOptions::from_env();
+    if (*bad == '\0') {
+      CHECK(o.env_problem.empty());  // unset and empty mean the default
+    } else {
+      CHECK(o.env_problem.find("KJIT_REMOTE_CACHE_TIMEOUT_MS='") == 0);
+    }
+  }
+  ::unsetenv("KJIT_REMOTE_CACHE_TIMEOUT_MS");
+  ::unsetenv("KJIT_REMOTE_CACHE_LEASE_MS");
 }
 
 TEST_CASE("a runtime's compiler refuses a remote tier it cannot use, naming remote_cache") {

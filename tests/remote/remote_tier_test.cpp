@@ -251,3 +251,85 @@ TEST_CASE("redis: a paused server (SIGSTOP) is one failed lookup, then the tier 
   CHECK(s.gets == 2);  // how long one took is measured by kjit_remote_bench, not asserted here
   CHECK(cache.get(key_of("c")));  // from disk
 }
+
+TEST_CASE("redis: the fleet's compile lease: one process compiles, the others wait for its value") {
+  RedisServer server;
+  const Key k = key_of("leased kernel");
+  const Entry e = entry_of("the cubin");
+  const std::string lease = "kjit:v1:lease:" + k.hex();
+  const auto options = [&](const std::string& dir) {
+    Options o = with_remote(dir, server.url());
+    o.remote.lease = std::chrono::seconds(30);
+    return o;
+  };
+  SUBCASE("the holder's value arrives: the waiter compiles nothing") {
+    server.command({"SET", lease, "another host", "PX", "30000"});
+    std::thread holder([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      server.set(redis_name(k), detail::seal_value(kFleetKey, k, e));
+    });
+    TempDir dir;
+    DiskCache waiter(options(dir.path()));
+    bool made = true;
+    const Entry got = waiter.get_or_make(
+        k, [] { return entry_of("compiled here"); }, &made);
+    holder.join();
+    CHECK_FALSE(made);
+    CHECK(same_entry(got, e));
+    CHECK(waiter.remote()->stats().lease_waits == 1);
+    CHECK(waiter.remote()->stats().hits == 1);
+    CHECK(waiter.remote()->stats().misses == 1);  // the lookup before the lease; polls are not
+    CHECK(kjit_test::exists(kjit_test::entry_path(dir.path(), k)));
+  }
+  SUBCASE("the holder gives the lease back (its compile failed): the waiter compiles") {
+    server.command({"SET", lease, "another host", "PX", "30000"});
+    std::thread holder([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      server.command({"DEL", lease});
+    });
+    TempDir dir;
+    DiskCache waiter(options(dir.path()));
+    bool made = false;
+    waiter.get_or_make(
+        k, [] { return entry_of("compiled here"); }, &made);
+    holder.join();
+    CHECK(made);
+    CHECK(waiter.remote()->stats().lease_waits == 1);
+  }
+  SUBCASE("a holder that died: its lease expires, and the waiter compiles") {
+    server.command({"SET", lease, "a dead host", "PX", "200"});
+    TempDir dir;
+    DiskCache waiter(options(dir.path()));
+    bool made = false;
+    waiter.get_or_make(
+        k, [] { return entry_of("compiled here"); }, &made);
+    CHECK(made);
+  }
+  SUBCASE("no one holds it: this process takes it, and gives it back when its compile throws") {
+    TempDir dir;
+    DiskCache first(options(dir.path()));
+    CHECK_THROWS_AS(first.get_or_make(k, []() -> Entry { throw std::runtime_error("no"); }),
+                    std::runtime_error);
+    CHECK(first.remote()->stats().leases == 1);
+    kjit_test::RawReply held = server.command({"EXISTS", lease});
+    REQUIRE(held);
+    CHECK(held->integer == 0);
+    bool made = false;
+    first.get_or_make(
+        k, [&] { return e; }, &made);  // takes it again, compiles, publishes
+    CHECK(made);
+    CHECK(first.remote()->stats().leases == 2);
+  }
+  SUBCASE("lease 0: no lease at all") {
+    server.command({"SET", lease, "another host", "PX", "30000"});
+    TempDir dir;
+    Options o = options(dir.path());
+    o.remote.lease = std::chrono::milliseconds(0);
+    DiskCache cache(o);
+    bool made = false;
+    cache.get_or_make(
+        k, [&] { return e; }, &made);
+    CHECK(made);
+    CHECK(cache.remote()->stats().lease_waits == 0);
+  }
+}

@@ -53,7 +53,12 @@ struct RemoteOptions {
   std::chrono::milliseconds backoff{30000};  // KJIT_REMOTE_CACHE_BACKOFF_MS
   uint64_t max_value_bytes = 64ull << 20;    // larger values are neither published nor read
   size_t publish_queue = 64;                 // pending publishes; more are dropped (counted)
-  std::string prefix = "kjit:v1:";           // Redis key = prefix + the cache key's hex
+  // The fleet's compile lease (KJIT_REMOTE_CACHE_LEASE_MS; 0 = none): on a miss, the first
+  // process to ask compiles, and the others wait for its value, at most this long, instead of
+  // compiling the same kernel too. A lease expires by itself (a compiler that died holds it no
+  // longer than this), and a failed compile gives it back at once.
+  std::chrono::milliseconds lease{2000};
+  std::string prefix = "kjit:v1:";  // Redis key = prefix + the cache key's hex
   // A malformed KJIT_REMOTE_CACHE_* number seen by from_env() (which never throws: it fills a
   // default argument); the RemoteCache constructor throws it.
   std::string env_problem;
@@ -73,6 +78,9 @@ struct RemoteStats {
   uint64_t published = 0, publish_dropped = 0;  // dropped: queue full, breaker open, shut down
   uint64_t get_us_total = 0, get_us_max = 0;    // lookup latency (tried lookups only)
   uint64_t gets = 0;                            // tried lookups (hits + misses + refused + errors)
+  uint64_t leases = 0;       // misses this process compiled holding the fleet's lease
+  uint64_t lease_waits = 0;  // misses that waited for another process's compile
+  uint64_t lease_wait_us = 0;
 };
 
 struct RemoteServerInfo {
@@ -91,8 +99,16 @@ class RemoteCache {
   RemoteCache& operator=(const RemoteCache&) = delete;
 
   // The verified entry stored under `key`, or nullopt (miss, refused, error, breaker open). Never
-  // throws; bounded by connect_timeout + op_timeout.
-  std::optional<Entry> get(const Key& key);
+  // throws; bounded by connect_timeout + op_timeout. *missed (when given) is true only when the
+  // server answered that it has no value: a failure is not a miss.
+  std::optional<Entry> get(const Key& key, bool* missed = nullptr);
+  // After a miss that the caller will fill by compiling: takes the fleet's lease on `key` (then
+  // *mine is true and nullopt is returned: compile, then publish, or release() on failure), or,
+  // when another process holds it, polls for that process's value, at most RemoteOptions::lease:
+  // the verified entry, or nullopt (compile) once the lease is gone or the tier fails. Never
+  // throws.
+  std::optional<Entry> claim_or_wait(const Key& key, bool* mine);
+  void release(const Key& key);  // gives a lease back (the compile failed)
   // Queued for the background publisher (never blocks on the network); false when dropped.
   bool publish(const Key& key, const Entry& entry);
   // Synchronous publish (tools): true when the server stored it, else false and *why.
