@@ -17,7 +17,7 @@ import sys
 
 from . import _kjit as _native
 from ._errors import InvalidArgumentError
-from ._tensors import is_torch, stream_for
+from ._tensors import is_torch, plain, stream_for
 
 
 def _read_source(source):
@@ -71,7 +71,7 @@ def _arg(a):
         return a
     if isinstance(a, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union)):
         return bytes(a)
-    return a  # a tensor (the native side checks it)
+    return plain(a)  # a tensor (the native side checks it)
 
 
 def _default_device():

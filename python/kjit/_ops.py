@@ -13,7 +13,7 @@ import sys
 
 from . import _kjit as _native
 from ._errors import InvalidArgumentError
-from ._tensors import empty, empty_like, is_torch, stream_for
+from ._tensors import empty, empty_like, is_torch, plain, stream_for
 
 # Set by kjit.torch when it registers the custom ops: torch.compiler.is_compiling and
 # torch.ops.kjit. While dynamo traces, the public functions call the custom ops instead.
@@ -77,6 +77,8 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
     act = _activations.get(activation)
     if act is None:
         act = _activation(activation)
+    if is_torch(x):
+        x, weight, bias = plain(x), plain(weight), plain(bias)
     if out is None:
         out = empty_like(x)
     _native.group_norm(x, out, weight, bias, num_groups, eps, act, _autotune(),
@@ -86,6 +88,7 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
 
 def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *,
                         out=None, stream=None):
+    x, weight, bias = plain(x), plain(weight), plain(bias)
     return _native.prepare_group_norm(x, weight, bias, num_groups, eps, _activation(activation),
                                       _autotune(), stream_for(x, stream))
 
@@ -118,6 +121,8 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
     prec = _precisions.get(precision)
     if prec is None:
         prec = _precision(precision)
+    x, weight, linear_bias, gamma, beta, bias = (plain(t) for t in (x, weight, linear_bias,
+                                                                     gamma, beta, bias))
     sizes = _lgm_sizes(x, weight)
     workspace = None
     if sizes is not None:
@@ -138,6 +143,8 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
 
 def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
                            precision="fp32", *, out=None, stream=None):
+    x, weight, linear_bias, gamma, beta, bias = (plain(t) for t in (x, weight, linear_bias,
+                                                                     gamma, beta, bias))
     return _native.prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
                                          eps, _precision(precision), _autotune(),
                                          stream_for(x, stream))
@@ -146,21 +153,24 @@ def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups
 # --- LayerNorm and RMSNorm -----------------------------------------------------------------------
 
 def _check_normalized_shape(op, x, normalized_shape):
+    # Plain attribute and tuple work only: torch.compile traces this (x.shape is a torch.Size).
     if normalized_shape is None:
         return
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    last = tuple(getattr(x, "shape", ())[-1:])
-    if ns != last:
-        raise InvalidArgumentError(
-            "%s: normalized_shape %r: kjit normalizes over the last dimension only, so it must be "
-            "(%s,) or None" % (op, normalized_shape, last[0] if last else "?"),
-            field="normalized_shape")
+    width = x.shape[-1]
+    if len(ns) == 1 and ns[0] == width:
+        return
+    raise InvalidArgumentError(
+        "%s: normalized_shape %r: kjit normalizes over the last dimension only, so it must be "
+        "(%d,) or None" % (op, tuple(ns), width), field="normalized_shape")
 
 
 def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream):
     act = _activations.get(activation)
     if act is None:
         act = _activation(activation)
+    if is_torch(x):
+        x, weight, bias, residual = plain(x), plain(weight), plain(bias), plain(residual)
     if out is None:
         out = empty_like(x)
     if residual is not None and sum_out is None:
@@ -205,6 +215,7 @@ def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
 def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *,
                         residual=None, activation="none", out=None, sum_out=None, stream=None):
     _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
+    x, residual, weight, bias = plain(x), plain(residual), plain(weight), plain(bias)
     return _native.prepare_layer_norm(0, x, residual, weight, bias, eps, _activation(activation),
                                       _autotune())
 
@@ -212,6 +223,7 @@ def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e
 def _prepare_rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
                       activation="none", out=None, sum_out=None, stream=None):
     _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
+    x, residual, weight = plain(x), plain(residual), plain(weight)
     return _native.prepare_layer_norm(1, x, residual, weight, None, _rms_eps(x, eps),
                                       _activation(activation), _autotune())
 

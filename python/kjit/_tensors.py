@@ -36,6 +36,14 @@ def is_torch(x):
     return isinstance(x, t)
 
 
+def plain(t):
+    """t without autograd: PyTorch refuses to export a tensor that requires grad (an
+    nn.Parameter) through DLPack. kjit's ops are forward-only, so nothing is lost."""
+    if t is not None and getattr(t, "requires_grad", False):
+        return t.detach()
+    return t
+
+
 def stream_handle(stream):
     """A CUstream handle (int) from an int, a torch.cuda.Stream, a CuPy stream, or any object
     with __cuda_stream__ (the CUDA stream protocol)."""

@@ -98,9 +98,8 @@ void append_arg(std::vector<unsigned char>& buf, std::vector<size_t>& sizes, nb:
     src = static_cast<const unsigned char*>(static_cast<const void*>(b.c_str()));
     n = b.size();
   } else {
-    const TensorArg t = tensor_arg(kOp, which.c_str(), a, false);
-    require_cuda(kOp, t, device);
-    std::memcpy(tmp, &t.data, n = sizeof t.data);
+    void* ptr = device_pointer(kOp, which.c_str(), a, device);
+    std::memcpy(tmp, &ptr, n = sizeof ptr);
   }
   if (n == 0 || buf.size() + n + 8 > kMaxArgBytes)
     bad_arg(kOp, which.c_str(), "makes the arguments empty or larger than 4096 bytes");

@@ -122,6 +122,20 @@ TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writab
   return t;
 }
 
+void* device_pointer(const char* op, const char* name, nb::handle h, int device) {
+  nb::ndarray<nb::ro> a;
+  if (!nb::try_cast(h, a, false))
+    bad_arg(op, name,
+            "must be a tensor (DLPack), an int, a float, a bool or bytes, not " +
+                std::string(nb::type_name(h.type()).c_str()));
+  TensorArg t;
+  t.name = name;
+  t.device_type = a.device_type();
+  t.device_id = a.device_id();
+  require_cuda(op, t, device);
+  return const_cast<void*>(a.data());
+}
+
 void require_cuda(const char* op, const TensorArg& t, int device) {
   if (t.device_type != 2)
     bad_arg(op, t.name,
