@@ -124,7 +124,8 @@ __forceinline__ void cluster_stats(float cnt, float s, float m2, float* slot, fl
 // by the thread that writes it (streaming passes after the first read `sum`, which this thread
 // wrote, and a CTA barrier separates every pass). trigger != 0: let the stream's next kernel be
 // scheduled at once (the host sets it for grids of at most one wave, where that hides the next
-// launch's latency; its pdl_wait still waits for this kernel to complete).
+// launch's latency; its pdl_wait still waits for this kernel to complete). Never with clusters:
+// see layer_norm.cpp.
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
           int kThreads, int kTpr, int kIters, int kCluster, bool kStream>
 __global__ void __launch_bounds__(kThreads)
