@@ -47,6 +47,9 @@ nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case&
                                  const Settings& s);
 // layer_norm (weight and bias) or rms_norm (weight), shape = {rows, width}.
 nlohmann::json run_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s);
+// Every autotune candidate of one row-norm case (aligned operands), checked and timed.
+std::vector<nlohmann::json> sweep_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
+                                             const Settings& s);
 // Whether a case's op is one of the row norms (no groups).
 bool row_norm_op(const std::string& op);
 

@@ -2,6 +2,8 @@
 // F.rms_norm(x, [width], weight), no residual, no activation (what bench.py compares with). The
 // op's registry entry gives the bench case (operands, float64 reference); the generic harness
 // checks and times it (op_bench.cpp).
+#include <memory>
+
 #include "cases.hpp"
 #include "kjit/ops/layer_norm.hpp"
 #include "op_bench.hpp"
@@ -31,6 +33,66 @@ nlohmann::json run_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
   row["shape"] = shape_text(c);
   row["dtype"] = c.dtype;
   return row;
+}
+
+namespace {
+
+// The registry's problem with one config pinned: the harness checks and times that config (the
+// operands, bytes and float64 reference stay the op's own).
+class PinnedNorm : public kjit::op::OpProblem {
+ public:
+  PinnedNorm(const kjit::op::OpProblem& op, const LayerNormProblem& p,
+             const kjit::ops::LayerNormConfig& c)
+      : op_(op), p_(p) {
+    opt_.config = c;
+  }
+  std::string describe() const override { return op_.describe(); }
+  std::vector<kjit::Spec> specs_for(const kjit::Target& t, bool aligned, bool) const override {
+    return kjit::ops::layer_norm_specs_for(p_, t, opt_, aligned);
+  }
+  std::vector<kjit::op::Operand> operands() const override { return op_.operands(); }
+  std::string prepare(kjit::Runtime& rt, bool, CUstream) const override {
+    return kjit::ops::prepare_layer_norm(rt, p_, opt_).describe();
+  }
+  // The bench cases' operands: x, weight, [bias], y (no residual).
+  void run(kjit::Runtime& rt, const std::vector<void*>& v, bool, CUstream stream) const override {
+    kjit::ops::layer_norm(rt, p_, v[0], nullptr, v[p_.has_bias ? 3 : 2], nullptr, v[1],
+                          p_.has_bias ? v[2] : nullptr, opt_, stream);
+  }
+  std::vector<kjit::op::Expected> reference(
+      const std::vector<std::vector<float>>& in) const override {
+    return op_.reference(in);
+  }
+  double min_bytes() const override { return op_.min_bytes(); }
+
+ private:
+  const kjit::op::OpProblem& op_;
+  LayerNormProblem p_;
+  kjit::ops::LayerNormOptions opt_;
+};
+
+}  // namespace
+
+std::vector<nlohmann::json> sweep_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
+                                             const Settings& s) {
+  const LayerNormProblem p = layer_norm_problem(c);
+  const nlohmann::json j = {
+      {"op", c.op}, {"rows", c.shape[0]}, {"width", c.shape[1]}, {"dtype", c.dtype}};
+  const std::unique_ptr<kjit::op::OpProblem> op =
+      kjit::op::find_op(c.op).parse(kjit::tools::op_fields(j, c.op));
+  kjit::op::ProblemBuffers b(rt, *op, kjit::op::ProblemBuffers::sets_for(*op, s.rotate_bytes), 42);
+  std::vector<nlohmann::json> rows;
+  for (const auto& cfg : kjit::ops::layer_norm_candidates(p, kjit::Target::of(rt), true)) {
+    if (cfg.describe().find(s.sweep_filter) == std::string::npos) continue;
+    try {
+      nlohmann::json row = run_problem(rt, stream, PinnedNorm(*op, p, cfg), s, b);
+      row["shape"] = shape_text(c);
+      rows.push_back(std::move(row));
+    } catch (const kjit::Error& e) {
+      rows.push_back({{"shape", shape_text(c)}, {"config", cfg.describe()}, {"error", e.what()}});
+    }
+  }
+  return rows;
 }
 
 }  // namespace kjit_bench

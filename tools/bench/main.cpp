@@ -59,7 +59,8 @@ int run(int argc, char** argv) {
   bool sweep = false;
   CLI::Option* sweep_flag =
       app.add_flag("--sweep", sweep,
-                   "GroupNorm: check and time every autotune candidate of each case (device time)");
+                   "GroupNorm, LayerNorm, RMSNorm: check and time every autotune candidate of each "
+                   "case (device time)");
   app.add_option("--sweep-filter", s.sweep_filter,
                  "--sweep: only the configs whose description contains this text (e.g. 'smem')")
       ->needs(sweep_flag);
@@ -109,8 +110,10 @@ int run(int argc, char** argv) {
       if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), c.op) == only_ops.end())
         continue;
       nlohmann::json row;
-      if (sweep && c.op == "group_norm") {
-        for (auto& r : kjit_bench::sweep_group_norm(rt, stream, c, s)) {
+      if (sweep && c.op != "linear_gn_min") {
+        auto swept = c.op == "group_norm" ? kjit_bench::sweep_group_norm(rt, stream, c, s)
+                                          : kjit_bench::sweep_layer_norm(rt, stream, c, s);
+        for (auto& r : swept) {
           if (r.contains("error")) {
             std::printf("  %-22s %s: %s\n", r["shape"].get<std::string>().c_str(),
                         r["config"].get<std::string>().c_str(),

@@ -5,15 +5,19 @@
 
 #include <algorithm>
 
-#include "kjit/op/harness.hpp"
 #include "timing.hpp"
 
 namespace kjit_bench {
 
 nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
                            const Settings& s) {
-  const std::string config = p.prepare(rt, s.autotune, stream);
   kjit::op::ProblemBuffers b(rt, p, kjit::op::ProblemBuffers::sets_for(p, s.rotate_bytes), 42);
+  return run_problem(rt, stream, p, s, b);
+}
+
+nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
+                           const Settings& s, kjit::op::ProblemBuffers& b) {
+  const std::string config = p.prepare(rt, s.autotune, stream);
   nlohmann::json row = {
       {"op", "problem"}, {"problem", p.describe()}, {"config", config}, {"bytes", p.min_bytes()}};
   if (s.check) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cases.hpp"
+#include "kjit/op/harness.hpp"
 #include "kjit/op/registry.hpp"
 
 namespace kjit_bench {
@@ -12,5 +13,8 @@ namespace kjit_bench {
 // min, max), gbps (of the op's min_bytes), host_us.
 nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
                            const Settings& s);
+// The same on buffers made for p's operands (a sweep times every config on one set of buffers).
+nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
+                           const Settings& s, kjit::op::ProblemBuffers& b);
 
 }  // namespace kjit_bench
