@@ -13,7 +13,7 @@ import sys
 
 from . import _kjit as _native
 from ._errors import InvalidArgumentError
-from ._tensors import empty, empty_like, is_torch, plain, stream_for
+from ._tensors import dl, empty, empty_like, is_torch, plain, stream_for
 
 # Set by kjit.torch when it registers the custom ops: torch.compiler.is_compiling and
 # torch.ops.kjit. While dynamo traces, the public functions call the custom ops instead.
@@ -77,12 +77,14 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
     act = _activations.get(activation)
     if act is None:
         act = _activation(activation)
-    if is_torch(x):
-        x, weight, bias = plain(x), plain(weight), plain(bias)
     if out is None:
         out = empty_like(x)
-    _native.group_norm(x, out, weight, bias, num_groups, eps, act, _autotune(),
-                       stream_for(x, stream))
+    s = stream_for(x, stream)
+    if is_torch(x):
+        _native.group_norm(dl(x), dl(out), dl(weight), dl(bias), num_groups, eps, act,
+                           _autotune(), s)
+    else:
+        _native.group_norm(x, out, weight, bias, num_groups, eps, act, _autotune(), s)
     return out
 
 
@@ -121,8 +123,6 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
     prec = _precisions.get(precision)
     if prec is None:
         prec = _precision(precision)
-    x, weight, linear_bias, gamma, beta, bias = (plain(t) for t in (x, weight, linear_bias,
-                                                                     gamma, beta, bias))
     sizes = _lgm_sizes(x, weight)
     workspace = None
     if sizes is not None:
@@ -136,8 +136,9 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
             nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups)
             torch = sys.modules["torch"]
             workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device)
-    _native.linear_gn_min(x, weight, linear_bias, gamma, beta, bias, out, workspace, num_groups,
-                          eps, prec, _autotune(), stream_for(x, stream))
+    s = stream_for(x, stream)
+    _native.linear_gn_min(dl(x), dl(weight), dl(linear_bias), dl(gamma), dl(beta), dl(bias),
+                          dl(out), dl(workspace), num_groups, eps, prec, _autotune(), s)
     return out
 
 
@@ -169,14 +170,13 @@ def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream
     act = _activations.get(activation)
     if act is None:
         act = _activation(activation)
-    if is_torch(x):
-        x, weight, bias, residual = plain(x), plain(weight), plain(bias), plain(residual)
     if out is None:
         out = empty_like(x)
     if residual is not None and sum_out is None:
         sum_out = empty_like(x)
-    _native.layer_norm(kind, x, residual, out, sum_out, weight, bias, eps, act, _autotune(),
-                       stream_for(x, stream))
+    s = stream_for(x, stream)
+    _native.layer_norm(kind, dl(x), dl(residual), dl(out), dl(sum_out), dl(weight), dl(bias), eps,
+                       act, _autotune(), s)
     return out if residual is None else (out, sum_out)
 
 

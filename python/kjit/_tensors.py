@@ -7,14 +7,23 @@ import sys
 # imports it for you: a program without torch never pays for it).
 _torch_tensor = None
 _raw_stream = None
+_to_dlpack = None
 
 
 def _find_torch():
-    global _torch_tensor, _raw_stream
+    global _torch_tensor, _raw_stream, _to_dlpack
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "Tensor"):
         return None
-    _torch_tensor = torch.Tensor
+    # torch.utils.dlpack.to_dlpack is PyTorch's C export of a DLPack capsule; Tensor.__dlpack__
+    # wraps it in Python-level checks that cost more than the rest of a kjit call. Without it,
+    # the native module calls __dlpack__ itself.
+    try:
+        from torch.utils.dlpack import to_dlpack as export
+    except ImportError:
+        def export(t):
+            return t
+    _to_dlpack = export
     # The raw handle getter (what torch.cuda.current_stream().cuda_stream returns, without making
     # a Stream object: ~20x cheaper); the public API where a torch build lacks it.
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -22,6 +31,7 @@ def _find_torch():
         def raw(device):
             return torch.cuda.current_stream(device).cuda_stream
     _raw_stream = raw
+    _torch_tensor = torch.Tensor
     # The custom ops (torch.compile, CUDA graphs) register on first sight of a torch tensor.
     from . import torch as _kjit_torch  # noqa: F401
     return _torch_tensor
@@ -34,6 +44,19 @@ def is_torch(x):
         if t is None:
             return False
     return isinstance(x, t)
+
+
+def dl(t):
+    """A torch tensor as its DLPack capsule (the native module imports capsules and any DLPack
+    object alike); anything else as it is. A tensor that requires grad (an nn.Parameter) is
+    exported detached: kjit's ops are forward-only."""
+    tt = _torch_tensor
+    if tt is not None and isinstance(t, tt):
+        try:
+            return _to_dlpack(t)
+        except RuntimeError:
+            return _to_dlpack(t.detach())
+    return t
 
 
 def plain(t):

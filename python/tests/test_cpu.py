@@ -3,6 +3,7 @@ DLPack tensors; no GPU or driver needed (every rule below is checked before the 
 
 import ctypes
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -239,3 +240,53 @@ def test_stream_handles():
     assert stream_handle(Protocol()) == 99
     with pytest.raises(kjit.InvalidArgumentError, match="stream must be"):
         stream_handle("default")
+
+
+def test_dlpack_capsules_are_read_like_tensors():
+    # The torch fast path hands the native module capsules (torch.utils.dlpack.to_dlpack).
+    x = f32(2, 8, 4)
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit._native.group_norm(x.__dlpack__(), f32(2, 8, 4).__dlpack__(), None, None, 4, 1e-5,
+                                1, False, 0)
+    with pytest.raises(kjit.InvalidArgumentError, match="x has dtype float64"):
+        kjit._native.group_norm(x.astype(np.float64).__dlpack__(), f32(2, 8, 4), None, None, 4,
+                                1e-5, 1, False, 0)
+
+
+class _FakeTorchTensor(np.ndarray):
+    """A numpy array that looks like a torch tensor to kjit._tensors (get_device, requires_grad,
+    detach), so that the torch path of the op functions runs without PyTorch."""
+
+    requires_grad = False
+
+    def get_device(self):
+        return -1  # CPU
+
+    def detach(self):
+        d = self.view(_FakeTorchTensor)
+        d.requires_grad = False
+        return d
+
+
+def test_torch_path_exports_capsules_and_detaches(monkeypatch):
+    import types
+    from kjit import _tensors
+    exported = []
+
+    def to_dlpack(t):
+        if t.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient")
+        exported.append(t.shape)
+        return t.__dlpack__()
+
+    monkeypatch.setattr(_tensors, "_torch_tensor", _FakeTorchTensor)
+    monkeypatch.setattr(_tensors, "_to_dlpack", to_dlpack)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(empty_like=np.empty_like))
+    x = f32(2, 8, 4).view(_FakeTorchTensor)
+    w = np.ones(8, np.float32).view(_FakeTorchTensor)
+    w.requires_grad = True  # an nn.Parameter: exported detached
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.group_norm(x, 4, w, None)
+    assert exported == [(2, 8, 4), (2, 8, 4), (8,)]  # x, out, w (detached); bias None
+    with pytest.raises(kjit.InvalidArgumentError, match="weight has shape \\[8\\].*must have 16"):
+        kjit.group_norm(f32(2, 16, 4).view(_FakeTorchTensor), 4, w)
