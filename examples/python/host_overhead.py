@@ -12,6 +12,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch.utils.dlpack import to_dlpack
 
 import kjit
 from kjit import _kjit as native
@@ -37,8 +38,12 @@ def main():
          lambda: torch.ops.kjit.group_norm(x, 32, w, b, 1e-5, "silu")),
         ("F.silu(F.group_norm(x, 32, w, b)) (eager)", lambda: F.silu(F.group_norm(x, 32, w, b))),
         ("F.group_norm(x, 32, w, b) (eager)", lambda: F.group_norm(x, 32, w, b)),
-        ("  part: native call (4 DLPack imports, checks, launch)",
+        ("  part: native call, 4 capsules (to_dlpack; what kjit.group_norm passes)",
+         lambda: native.group_norm(to_dlpack(x), to_dlpack(y), to_dlpack(w), to_dlpack(b), 32,
+                                   1e-5, act, False, stream)),
+        ("  part: native call, 4 tensors (Tensor.__dlpack__ each)",
          lambda: native.group_norm(x, y, w, b, 32, 1e-5, act, False, stream)),
+        ("  part: to_dlpack(x) (one capsule)", lambda: to_dlpack(x)),
         ("  part: torch.empty_like(x)", lambda: torch.empty_like(x)),
         ("  part: x.__dlpack__() (one DLPack export)", lambda: x.__dlpack__()),
         ("  part: current raw stream", lambda: raw(dev)),
