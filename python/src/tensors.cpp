@@ -99,7 +99,8 @@ TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writab
     nb::ndarray<> a;
     if (!nb::try_cast(h, a, false))
       bad_arg(op, name,
-              "must be a writable tensor (DLPack), not " +
+              "must be a writable tensor (DLPack; a read-only export, e.g. a JAX array, cannot "
+              "be written), not " +
                   std::string(nb::type_name(h.type()).c_str()));
     ndim = a.ndim();
     dt = a.dtype();
