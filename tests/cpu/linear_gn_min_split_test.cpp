@@ -109,10 +109,11 @@ void check_split(long long rows, bool lo_first, int offset, unsigned blocks) {
   for (float& v : host) {
     // Random bit patterns of every binade (and sign), with some exact ties and zeros.
     uint32_t u = static_cast<uint32_t>(kjit_test::uniform(0, 0xffffffff));
-    if ((u & 0x7f800000u) == 0x7f800000u) u &= 0xbfffffffu;  // finite
     const int64_t kind = kjit_test::uniform(0, 9);
     if (kind == 0) u = (u & 0xffffe000u) | 0x1000u;  // a tie
     if (kind == 1) u &= 0x80000000u;                 // +-0
+    // Finite and below the values that round to inf (whose lo would be 0, not a - hi).
+    if ((u & 0x7fffffffu) >= 0x7f7ff000u) u &= 0xbfffffffu;
     v = from_bits(u);
   }
   const float* src = host.data() + offset;

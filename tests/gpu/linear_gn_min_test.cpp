@@ -1019,9 +1019,9 @@ TEST_CASE("linear_gn_min fp32x3: the device's split is cvt.rna (ties away) and h
     for (size_t i = 0; i < w.size(); ++i) {
       // Every binade below the largest TF32 value (subnormals too), exact ties, zeros.
       uint32_t u = static_cast<uint32_t>(r.next());
-      if ((u & 0x7fffffffu) >= 0x7f7ff000u) u &= 0xbfffffffu;
       if (i % 4 == 1) u = (u & 0xffffe000u) | 0x1000u;
       if (i % 17 == 3) u &= 0x80000000u;
+      if ((u & 0x7fffffffu) >= 0x7f7ff000u) u &= 0xbfffffffu;  // below 2^1 after this
       std::memcpy(&w[i], &u, 4);
     }
     kjit::DeviceBuffer buf(rt, w.size() * 4 + 256);
