@@ -43,8 +43,8 @@ std::string decode(std::string_view s, const char* what) {
       c = static_cast<char>(hi * 16 + lo);
       i += 2;
     } else if (c == '/' || c == '?' || c == '#' || c == '@' || c == ':' || c == '[' || c == ']') {
-      bad(std::string("the ") + what + " holds a '" + c + "': write it as %" +
-          "XX (percent-encoded)");
+      bad(std::string("the ") + what + " holds one of / ? # @ : [ ], which must be written " +
+          "percent-encoded (%2F %3F %23 %40 %3A %5B %5D)");
     }
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       bad(std::string("the ") + what + " holds a control character");
@@ -105,21 +105,23 @@ RemoteUrl RemoteUrl::parse(const std::string& url) {
         (colon == std::string::npos ? std::string("(none)") : url.substr(0, colon)) +
         "' is not redis://");
   }
-  const size_t slash = s.find('/');
-  std::string_view authority = s.substr(0, slash);
-  std::string_view path =
-      slash == std::string_view::npos ? std::string_view() : s.substr(slash + 1);
-  const size_t at = authority.rfind('@');
+  // The credentials end at the last '@' (nothing after them may hold one), so that a raw '/' in a
+  // password is reported as such rather than taken for the start of the database.
+  const size_t at = s.rfind('@');
   if (at != std::string_view::npos) {
-    std::string_view userinfo = authority.substr(0, at);
+    std::string_view userinfo = s.substr(0, at);
     const size_t colon = userinfo.find(':');
     if (colon == std::string_view::npos)
       bad("the part before '@' has no ':' (write :password@ or user:password@)");
     u.user = decode(userinfo.substr(0, colon), "user name");
     u.password = decode(userinfo.substr(colon + 1), "password");
     if (u.password.empty()) bad("the password before '@' is empty");
-    authority = authority.substr(at + 1);
+    s.remove_prefix(at + 1);
   }
+  const size_t slash = s.find('/');
+  const std::string_view authority = s.substr(0, slash);
+  const std::string_view path =
+      slash == std::string_view::npos ? std::string_view() : s.substr(slash + 1);
   parse_host_port(authority, &u);
   if (!path.empty()) {
     if (!all_digits(path)) bad("the database '" + std::string(path) + "' is not a number");
