@@ -333,3 +333,39 @@ TEST_CASE("redis: the fleet's compile lease: one process compiles, the others wa
     CHECK(cache.remote()->stats().lease_waits == 0);
   }
 }
+
+TEST_CASE("redis: a full publish queue drops (counted); a forked child leaves its parent's tier") {
+  RedisServer server;
+  TempDir dir;
+  Options o = with_remote(dir.path(), server.url());
+  o.remote.publish_queue = 0;
+  {
+    DiskCache cache(o);
+    CHECK(cache.put(key_of("q"), entry_of("q")));  // on disk all the same
+    CHECK(cache.remote()->stats().publish_dropped == 1);
+    CHECK(cache.remote()->stats().published == 0);
+  }
+  CHECK(server.get(redis_name(key_of("q"))).empty());
+
+  DiskCache parent(with_remote(dir.path(), server.url()));
+  const Key k = key_of("forked");
+  CHECK(parent.put(k, entry_of("f")));
+  REQUIRE(parent.remote()->flush(std::chrono::seconds(5)));  // the publisher thread runs
+  const int rc = kjit_test::in_child([&] {
+    const RemoteStats before = parent.remote()->stats();
+    if (parent.remote()->get(k)) return 1;  // not served: the parent's connections are not ours
+    if (parent.remote()->publish(k, entry_of("child"))) return 2;
+    const RemoteStats after = parent.remote()->stats();
+    if (after.skipped != before.skipped + 1 || after.gets != before.gets) return 3;
+    return 0;
+  });
+  CHECK(rc == 0);
+  // The parent's tier is untouched by its child.
+  TempDir other;
+  std::optional<Entry> got;
+  CHECK(lookup(other.path(), server.url(), k, &got).hits == 1);
+  REQUIRE(got);
+  CHECK(got->payload == "f");
+  CHECK(parent.get(key_of("never put")) == std::nullopt);
+  CHECK(parent.remote()->stats().misses == 1);
+}
