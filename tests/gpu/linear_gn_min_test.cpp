@@ -1290,3 +1290,28 @@ TEST_CASE("linear_gn_min fp32x3: packed and per-call calls capture into a CUDA g
                                }),
                    kjit::Errc::CaptureCompile);
 }
+
+TEST_CASE("linear_gn_min fp32x3: autotuning times the split GEMMs and reuses its choice") {
+  const Data d = make_data(256, 1000, 1024, 64, false, kjit_test::seed() + 33);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32x3);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  opt.autotune = true;
+  const auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, opt);
+  CHECK((info.gemm_source == "autotuned" || info.gemm_source == "cache"));
+  CHECK(info.gemm_algo.find("; hi*hi ") != std::string::npos);  // both GEMMs named
+  CHECK(info.split_kernel == "kjit::tf32_split<256, 4, 1000>");
+  if (runtime().compiler().disk_cache().mode() == kjit::cache::Mode::ReadWrite) {
+    kjit::Runtime rt2;
+    const auto again = kjit::ops::prepare_linear_gn_min(rt2, p, opt);
+    CHECK(again.gemm_source == "cache");
+    CHECK(again.gemm_algo == info.gemm_algo);
+  }
+  const Ref ref = reference(d, pick_rows(d, 3e7, 64, 2));
+  kjit::Stream stream(runtime());
+  Device dev(d, {});
+  const auto pack = pack_of(d, dev, stream);
+  const Run r = run_op(d, Precision::Fp32x3, dev, ref.rows, true, stream, true,
+                       kjit::ops::LinearBiasAdd::Auto, &pack);
+  check_strict(judge(d, ref, r), "autotuned fp32x3");
+}
