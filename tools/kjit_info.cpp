@@ -53,6 +53,10 @@ int run(int argc, char** argv) {
       out["cache"]["refused"] = compiler.disk_cache().refused_reason();
     if (!compiler.disk_cache().read_only_reason().empty())
       out["cache"]["read_only_reason"] = compiler.disk_cache().read_only_reason();
+    // The remote tier as configured (its URL without the password), or null.
+    out["cache"]["remote"] = compiler.disk_cache().remote()
+                                 ? nlohmann::json(compiler.disk_cache().remote()->where())
+                                 : nlohmann::json(nullptr);
     kjit::Spec spec("kjit/test_kernels.cuh", "kjit::test_affine");
     spec.type(kjit::DType::F32).value(2).value(3).value(true);
     auto t0 = std::chrono::steady_clock::now();
@@ -89,6 +93,9 @@ int run(int argc, char** argv) {
   for (const char* why : {"refused", "read_only_reason"})
     if (out["cache"].contains(why))
       std::printf("  %s\n", kjit::tools::printable(out["cache"][why].get<std::string>()).c_str());
+  if (!out["cache"]["remote"].is_null())
+    std::printf("remote cache: %s\n",
+                kjit::tools::printable(out["cache"]["remote"].get<std::string>()).c_str());
   auto& s = out["sample_compile"];
   std::printf("sample: %s for %s -> %zu bytes, %s in %.1f ms\n",
               s["instantiation"].get<std::string>().c_str(), s["arch"].get<std::string>().c_str(),
