@@ -156,7 +156,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   init_gemm(p, &plan->gemm);
   // Fp32x3: the tuner times the first GEMM's candidates (2/3 of the work) with the second GEMM,
   // hi*hi, on the heuristic's algorithm.
-  if (plan->gemm.split) build_second_gemm(rt, st, key, &plan->gemm);
+  if (plan->gemm.split) build_second_gemm(rt, st, &plan->gemm);
   std::vector<GemmChoice> choices = gemm_choices(rt, st, key, plan->gemm);
   if (choices.empty())
     throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no algorithm for " + p.describe());

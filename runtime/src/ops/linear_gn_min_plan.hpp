@@ -112,7 +112,7 @@ class LgmState {
 void configure_desc(kjit::detail::lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias);
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
 // Fp32x3: the second GEMM's algorithm (the heuristic's first), after init_gemm.
-void build_second_gemm(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm* g);
+void build_second_gemm(Runtime& rt, LgmState& st, LgmGemm* g);
 // Up to `count` algorithms of the heuristic for g (initialized), best first.
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
                                                              const LgmKey& key, LgmGemm& g,
