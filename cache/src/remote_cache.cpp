@@ -42,6 +42,17 @@ RemoteCache::Impl::Impl(RemoteOptions o)
     throw std::invalid_argument("the remote cache's key prefix must be 1 to 200 bytes");
   if (opts.max_value_bytes < detail::kRemoteHeaderSize)
     throw std::invalid_argument("the remote cache's max_value_bytes is too small for any value");
+  // A zero timeout would make hiredis block without one.
+  const auto in_range = [](std::chrono::milliseconds v, int64_t least) {
+    return v.count() >= least && v.count() <= 600000;
+  };
+  if (!in_range(opts.connect_timeout, 1) || !in_range(opts.op_timeout, 1))
+    throw std::invalid_argument(
+        "the remote cache's connect_timeout and op_timeout must be 1 to 600000 ms");
+  if (!in_range(opts.backoff, 0) || !in_range(opts.lease, 0))
+    throw std::invalid_argument("the remote cache's backoff and lease must be 0 to 600000 ms");
+  if (opts.failures_to_open < 1)
+    throw std::invalid_argument("the remote cache's failures_to_open must be at least 1");
 }
 
 bool RemoteCache::Impl::forked() const {

@@ -153,6 +153,14 @@ TEST_CASE("a runtime's compiler refuses a remote tier it cannot use, naming remo
   o.remote.env_problem = "KJIT_REMOTE_CACHE_TIMEOUT_MS='x' is not a whole number";
   CHECK_THROWS_AS(kjit::Compiler{o}, kjit::Error);
   o.remote.env_problem.clear();
+  o.remote.op_timeout = std::chrono::milliseconds(0);  // would block without a timeout
+  CHECK_THROWS_AS(kjit::Compiler{o}, kjit::Error);
+  o.remote.op_timeout = std::chrono::milliseconds(50);
+  o.remote.failures_to_open = 0;
+  CHECK_THROWS_AS(kjit::Compiler{o}, kjit::Error);
+  o.remote.failures_to_open = 3;
+  kjit::Compiler fine(o);  // connects lazily: nothing listens on port 1, and nothing is asked
+  CHECK(fine.stats().remote_enabled);
   o.mode = Mode::Off;  // KJIT_CACHE=off: no cache, no tier, nothing checked
   kjit::Compiler off(o);
   CHECK_FALSE(off.stats().remote_enabled);
