@@ -70,22 +70,34 @@ Dim3 dim3_of(nb::handle h, const char* name) {
   return d;
 }
 
+constexpr size_t kMaxArgs = 256;
+
+// A launch's arguments packed on the stack (no allocation per launch): each argument's bytes
+// 8-byte aligned in `bytes`, params[i] pointing at argument i as cuLaunchKernel wants.
+struct ArgPack {
+  alignas(16) unsigned char bytes[kMaxArgBytes];
+  size_t used = 0;
+  size_t count = 0;
+  size_t sizes[kMaxArgs];
+  void* params[kMaxArgs];
+};
+
 // One argument by value: Python int as C int (32-bit), float as float, bool as bool; bytes as
 // they are (numpy scalars and ctypes structs arrive as bytes from kjit/_kernels.py); a tensor as
 // its device pointer. The kernel's parameter sizes are checked before the launch.
-void append_arg(std::vector<unsigned char>& buf, std::vector<size_t>& sizes, nb::handle a, size_t i,
-                int device) {
+void append_arg(ArgPack& p, nb::handle a, int device) {
+  const size_t i = p.count;
+  auto name = [i] { return "args[" + std::to_string(i) + "]"; };  // for errors only
   unsigned char tmp[sizeof(void*)];
   const unsigned char* src = tmp;
   size_t n = 0;
-  const std::string which = "args[" + std::to_string(i) + "]";
   if (nb::isinstance<nb::bool_>(a)) {
     const bool b = nb::cast<bool>(a);
     std::memcpy(tmp, &b, n = sizeof b);
   } else if (nb::isinstance<nb::int_>(a)) {
     const int64_t v = nb::cast<int64_t>(a);
     if (v < INT_MIN || v > INT_MAX)
-      bad_arg(kOp, which.c_str(),
+      bad_arg(kOp, name().c_str(),
               "= " + std::to_string(v) +
                   " does not fit a C int: pass numpy.int64(v) for a 64-bit parameter");
     const int iv = static_cast<int>(v);
@@ -98,14 +110,18 @@ void append_arg(std::vector<unsigned char>& buf, std::vector<size_t>& sizes, nb:
     src = static_cast<const unsigned char*>(static_cast<const void*>(b.c_str()));
     n = b.size();
   } else {
-    void* ptr = device_pointer(kOp, which.c_str(), a, device);
+    void* ptr = device_pointer(kOp, "args", i, a, device);
     std::memcpy(tmp, &ptr, n = sizeof ptr);
   }
-  if (n == 0 || buf.size() + n + 8 > kMaxArgBytes)
-    bad_arg(kOp, which.c_str(), "makes the arguments empty or larger than 4096 bytes");
-  buf.resize((buf.size() + 7) / 8 * 8);  // each argument 8-byte aligned, as CUDA's ABI wants
-  buf.insert(buf.end(), src, src + n);
-  sizes.push_back(n);
+  const size_t off = (p.used + 7) / 8 * 8;
+  if (i >= kMaxArgs || n == 0 || off + n > kMaxArgBytes)
+    bad_arg(kOp, name().c_str(),
+            "is empty, or the arguments are more than 256 or 4096 bytes (CUDA's limit)");
+  std::memcpy(p.bytes + off, src, n);
+  p.params[i] = p.bytes + off;
+  p.sizes[i] = n;
+  p.used = off + n;
+  p.count = i + 1;
 }
 
 class PyKernel {
@@ -126,20 +142,10 @@ class PyKernel {
     cfg.grid = dim3_of(grid, "grid");
     cfg.block = dim3_of(block, "block");
     cfg.shared_bytes = shared;
-    std::vector<unsigned char> buf;
-    std::vector<size_t> sizes;
-    buf.reserve(kMaxArgBytes);  // never reallocated below: the pointers into it stay valid
-    size_t i = 0;
-    for (nb::handle a : args) append_arg(buf, sizes, a, i++, device_);
-    k_.check_args(sizes.data(), sizes.size());
-    std::vector<void*> params(sizes.size());
-    size_t off = 0;
-    for (size_t j = 0; j < sizes.size(); ++j) {
-      off = (off + 7) / 8 * 8;
-      params[j] = buf.data() + off;
-      off += sizes[j];
-    }
-    k_.launch(as_stream(stream), cfg, params.data());
+    ArgPack pack;
+    for (nb::handle a : args) append_arg(pack, a, device_);
+    k_.check_args(pack.sizes, pack.count);
+    k_.launch(as_stream(stream), cfg, pack.params);
   }
 
   std::string instantiation() const { return k_.instantiation(); }

@@ -123,17 +123,21 @@ TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writab
   return t;
 }
 
-void* device_pointer(const char* op, const char* name, nb::handle h, int device) {
+void* device_pointer(const char* op, const char* what, size_t index, nb::handle h, int device) {
   nb::ndarray<nb::ro> a;
-  if (!nb::try_cast(h, a, false))
-    bad_arg(op, name,
-            "must be a tensor (DLPack), an int, a float, a bool or bytes, not " +
-                std::string(nb::type_name(h.type()).c_str()));
-  TensorArg t;
-  t.name = name;
-  t.device_type = a.device_type();
-  t.device_id = a.device_id();
-  require_cuda(op, t, device);
+  const bool ok = nb::try_cast(h, a, false);
+  if (!ok || a.device_type() != 2 || (device >= 0 && a.device_id() != device)) {
+    const std::string name = std::string(what) + "[" + std::to_string(index) + "]";
+    if (!ok)
+      bad_arg(op, name.c_str(),
+              "must be a tensor (DLPack), an int, a float, a bool or bytes, not " +
+                  std::string(nb::type_name(h.type()).c_str()));
+    TensorArg t;
+    t.name = name.c_str();
+    t.device_type = a.device_type();
+    t.device_id = a.device_id();
+    require_cuda(op, t, device);
+  }
   return const_cast<void*>(a.data());
 }
 

@@ -41,9 +41,9 @@ struct TensorArg {
 // require_cuda), so that every rule a CPU machine can check is checked first.
 TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writable);
 
-// The device pointer of any tensor (any dtype, any layout: a user kernel's argument), which must
-// be CUDA device memory on `device`; InvalidArgument naming `name` otherwise.
-void* device_pointer(const char* op, const char* name, nb::handle h, int device);
+// The device pointer of any tensor (any dtype, any layout: user kernel argument `what`[index]),
+// which must be CUDA device memory on `device`; InvalidArgument naming the argument otherwise.
+void* device_pointer(const char* op, const char* what, size_t index, nb::handle h, int device);
 // InvalidArgument unless t is CUDA device memory on `device` (the device of the op's first
 // tensor; -1: any CUDA device).
 void require_cuda(const char* op, const TensorArg& t, int device = -1);
