@@ -138,14 +138,15 @@ def test_torch_compile_has_no_graph_break(torch_cuda):
     def via_op(x, w, b):
         return torch.ops.kjit.group_norm(x, 8, w, b, 1e-5, "relu") - x
 
-    def norms(x, w):
-        y, s = kjit.rms_norm(x, None, w, 1e-6, residual=x)
+    def norms(x, r, w):
+        y, s = kjit.rms_norm(x, None, w, 1e-6, residual=r)
         return kjit.layer_norm(y, x.shape[-1:], w, None) + s
 
     x = torch.randn(4, 64, 8, 8, device="cuda")
     w, b = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
     for fn, args in ((via_function, (x, w, b)), (via_op, (x, w, b)),
-                     (norms, (torch.randn(8, 64, device="cuda"), w))):
+                     (norms, (torch.randn(8, 64, device="cuda"), torch.randn(8, 64, device="cuda"),
+                              w))):
         torch._dynamo.reset()
         explain = torch._dynamo.explain(fn)(*args)
         assert explain.graph_break_count == 0, explain.break_reasons
