@@ -48,7 +48,8 @@ def test_cpu_tensor_is_refused_naming_the_argument():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8, np.complex64])
 def test_bad_dtype(dtype):
-    with pytest.raises(kjit.InvalidArgumentError, match="x has dtype .*float32, float16 or bfloat16"):
+    with pytest.raises(kjit.InvalidArgumentError,
+                       match="x has dtype .*float32, float16 or bfloat16"):
         kjit.group_norm(np.zeros((2, 8, 4), dtype), 4)
 
 
@@ -62,7 +63,8 @@ def test_bad_groups():
 
 def test_bad_layout():
     x = f32(2, 8, 6)[:, :, ::2]  # strided: neither contiguous nor channels_last
-    with pytest.raises(kjit.InvalidArgumentError, match="neither contiguous .NCHW. nor channels_last"):
+    with pytest.raises(kjit.InvalidArgumentError,
+                       match="neither contiguous .NCHW. nor channels_last"):
         kjit.group_norm(x, 4)
 
 
