@@ -49,8 +49,8 @@ def _precision(name):
     code = _precisions.get(name)
     if code is None:
         if not isinstance(name, str):
-            raise InvalidArgumentError("precision must be 'fp32', 'tf32' or 'bf16-inputs', not %r"
-                                       % (name,), field="precision")
+            raise InvalidArgumentError("precision must be a name ('fp32', 'tf32', 'bf16-inputs', "
+                                       "'fp32x3'), not %r" % (name,), field="precision")
         code = _precisions[name] = _native.parse_precision(name)
     return code
 
@@ -103,7 +103,7 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
     seed module computes it: x [M, K], weight [N, K] (float32; bfloat16 with
     precision="bf16-inputs"), linear_bias, gamma, beta [N] and bias (N elements, e.g. (1, N, 1, 1))
     float32. Returns PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32"
-    (strict, the default), "tf32" or "bf16-inputs"."""
+    (strict, the default), "tf32", "bf16-inputs" or "fp32x3" (split precision, docs/OPS.md)."""
     if _compiling is not None and _compiling():
         return _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
                                         eps, precision)
@@ -133,7 +133,7 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
             # The call's scratch memory from PyTorch's allocator, on the stream the call runs on:
             # inside a CUDA graph capture it comes from the graph's pool, so a captured call needs
             # no kjit workspace reserved for the capture stream.
-            nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups)
+            nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups, prec)
             torch = sys.modules["torch"]
             workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device)
     s = stream_for(x, stream)

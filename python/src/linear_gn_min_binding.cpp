@@ -30,7 +30,7 @@ void require_matrix(const TensorArg& t, int64_t rows, int64_t cols, const char* 
 }
 
 ops::Precision precision_of(int p) {
-  if (p < 0 || p > static_cast<int>(ops::Precision::Bf16Inputs))
+  if (p < 0 || p > static_cast<int>(ops::Precision::Fp32x3))  // the last Precision
     bad_arg(kOp, "precision", "code " + std::to_string(p) + " names no kjit precision");
   return static_cast<ops::Precision>(p);
 }
@@ -136,15 +136,17 @@ void bind_linear_gn_min(nb::module_& m) {
   m.def("prepare_linear_gn_min", &prepare, nb::arg("x"), nb::arg("weight"), nb::arg("linear_bias"),
         nb::arg("gamma"), nb::arg("beta"), nb::arg("bias"), nb::arg("groups"), nb::arg("eps"),
         nb::arg("precision"), nb::arg("autotune"), nb::arg("stream"));
-  m.def("linear_gn_min_workspace_size", [](int64_t M, int64_t K, int64_t N, int64_t G) {
-    ops::LinearGnMinProblem p;
-    p.M = M;
-    p.K = K;
-    p.N = N;
-    p.G = G;
-    ops::validate(p);
-    return ops::linear_gn_min_workspace_size(p);
-  });
+  m.def("linear_gn_min_workspace_size",
+        [](int64_t M, int64_t K, int64_t N, int64_t G, int precision) {
+          ops::LinearGnMinProblem p;
+          p.M = M;
+          p.K = K;
+          p.N = N;
+          p.G = G;
+          p.precision = precision_of(precision);
+          ops::validate(p);
+          return ops::linear_gn_min_workspace_size(p);
+        });
   m.def("parse_precision",
         [](const std::string& name) { return static_cast<int>(ops::parse_precision(name)); });
 }

@@ -122,6 +122,12 @@ def test_linear_gn_min_validation():
         kjit.linear_gn_min(x, w, v, v, v, v, 8, precision="fp8")
     with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
         kjit.linear_gn_min(x, w, v, v, v, f32(1, 64, 1, 1), 8)
+    for precision in ("fp32", "tf32", "fp32x3"):  # every fp32-input mode reaches the device check
+        with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+            kjit.linear_gn_min(x, w, v, v, v, v, 8, precision=precision)
+    bf = np.zeros((16, 32), np.float16)  # numpy has no bfloat16: the dtype rule names it
+    with pytest.raises(kjit.InvalidArgumentError, match="must be bfloat16 .precision='bf16-inputs'"):
+        kjit.linear_gn_min(bf, w, v, v, v, v, 8, precision="bf16-inputs")
 
 
 def test_norm_validation():
