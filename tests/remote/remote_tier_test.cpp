@@ -4,9 +4,11 @@
 // another type, FLUSHALL): each time the right result and nothing bad on disk.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../../cache/src/entry_format.hpp"  // private: hostile values are built directly
 #include "../../cache/src/remote_value.hpp"
@@ -368,4 +370,38 @@ TEST_CASE("redis: a full publish queue drops (counted); a forked child leaves it
   CHECK(got->payload == "f");
   CHECK(parent.get(key_of("never put")) == std::nullopt);
   CHECK(parent.remote()->stats().misses == 1);
+}
+
+TEST_CASE("redis: threads share one tier: lookups, compiles under the lease, publishes") {
+  RedisServer server;
+  TempDir a, b;
+  constexpr int kThreads = 8, kKeys = 16;
+  std::atomic<int> made{0}, wrong{0};
+  {
+    DiskCache cache(with_remote(a.path(), server.url()));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kKeys; ++i) {
+          const int n = (i + t) % kKeys;  // every thread asks for every key, in another order
+          const Entry e = cache.get_or_make(key_of("k" + std::to_string(n)), [&] {
+            ++made;
+            return entry_of("payload " + std::to_string(n));
+          });
+          if (e.payload != "payload " + std::to_string(n)) ++wrong;
+        }
+      });
+    for (auto& th : threads) th.join();
+    REQUIRE(cache.remote()->flush(std::chrono::seconds(10)));
+    CHECK(cache.remote()->stats().published == static_cast<uint64_t>(made.load()));
+  }
+  CHECK(wrong == 0);
+  CHECK(made == kKeys);  // the per-key lock, then the disk, serve the other threads
+  DiskCache other(with_remote(b.path(), server.url()));
+  for (int n = 0; n < kKeys; ++n) {
+    const std::optional<Entry> e = other.get(key_of("k" + std::to_string(n)));
+    REQUIRE(e);
+    CHECK(e->payload == "payload " + std::to_string(n));
+  }
+  CHECK(other.remote()->stats().hits == kKeys);
 }
