@@ -65,13 +65,24 @@ TEST_CASE("redis: kjit-precompile --remote, then kjit-cache pull, push and stats
   REQUIRE(pull2.rc == 0);
   CHECK(pull2.out.find("pulled 1 entries") != std::string::npos);
 
+  // A value nobody signed, under a kjit key: pull refuses it (exit 1), writes nothing of it.
+  kjit_test::TempDir d;
+  server.set("kjit:v1:" + std::string(64, 'a'), "unsigned bytes of someone's choosing");
+  const auto hostile = tool(env, "kjit-cache", "pull --cache-dir " + d.path(), scratch.path());
+  CHECK(hostile.rc == 1);
+  CHECK(hostile.out.find("pulled 1 entries") != std::string::npos);
+  CHECK(hostile.out.find("1 refused") != std::string::npos);
+  CHECK_FALSE(kjit_test::exists(d / ("v1/aa/" + std::string(64, 'a') + ".kjit")));
+
   const auto stats =
       tool(env, "kjit-cache", "stats --json --cache-dir " + c.path(), scratch.path());
   REQUIRE_MESSAGE(stats.rc == 0, stats.err);
   const auto s = stats.json();
   CHECK(s["remote"]["reachable"] == true);
-  // The second pull's hit, added when it ended (FLUSHALL erased the first one's).
-  CHECK(s["remote"]["fleet"]["hits"] == 1);
+  // Added by each tool when it ended (FLUSHALL erased the first pull's): the last two pulls'
+  // hits, the hostile value, the push.
+  CHECK(s["remote"]["fleet"]["hits"] == 2);
+  CHECK(s["remote"]["fleet"]["refused"] == 1);
   CHECK(s["remote"]["fleet"]["published"] == 1);  // push
   CHECK(s["remote"]["url"].get<std::string>().find(kFleetKey) == std::string::npos);
 
