@@ -27,9 +27,18 @@ def act64(torch, name, z):
 
 
 def gn_reference(torch, x, groups, w, b, eps, act):
-    F = torch.nn.functional
-    z = F.group_norm(x.double(), groups, None if w is None else w.double(),
-                     None if b is None else b.double(), eps)
+    """F.group_norm's definition in float64, written out: F.group_norm itself refuses groups of
+    one element ("more than 1 value per channel when training"), which kjit normalizes to 0."""
+    xd = x.double()
+    g = xd.reshape(xd.shape[0], groups, -1)
+    mean = g.mean(dim=2, keepdim=True)
+    var = g.var(dim=2, unbiased=False, keepdim=True)
+    z = ((g - mean) / torch.sqrt(var + eps)).reshape(xd.shape)
+    affine_shape = [1, xd.shape[1]] + [1] * (xd.dim() - 2)
+    if w is not None:
+        z = z * w.double().reshape(affine_shape)
+    if b is not None:
+        z = z + b.double().reshape(affine_shape)
     return act64(torch, act, z)
 
 
