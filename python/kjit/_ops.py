@@ -13,7 +13,7 @@ import sys
 
 from . import _kjit as _native
 from ._errors import InvalidArgumentError
-from ._tensors import dl, empty, empty_like, is_torch, plain, stream_for
+from ._tensors import dl, empty_f32, empty_like, is_torch, plain, stream_for
 
 # Set by kjit.torch when it registers the custom ops: torch.compiler.is_compiling and
 # torch.ops.kjit. While dynamo traces, the public functions call the custom ops instead.
@@ -55,9 +55,13 @@ def _precision(name):
     return code
 
 
-def _compiled():
-    c = _compiling
-    return c is not None and c()
+def _into(out, y):
+    """Inside torch.compile the custom ops return new tensors (they mutate nothing, so that the
+    graph needs no functionalization): out= gets the result copied in, traced as one copy_."""
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
 
 
 # --- GroupNorm ---------------------------------------------------------------------------------
@@ -69,7 +73,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu
     weight and bias [C] of x's dtype or float32, or None. activation: "silu" (default), "none",
     "gelu", "gelu_tanh", "relu". Returns out (allocated like x unless given)."""
     if _compiling is not None and _compiling():
-        return _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation)
+        return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation))
     return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream)
 
 
@@ -105,8 +109,8 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
     float32. Returns PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32"
     (strict, the default), "tf32", "bf16-inputs" or "fp32x3" (split precision, docs/OPS.md)."""
     if _compiling is not None and _compiling():
-        return _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
-                                        eps, precision)
+        return _into(out, _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias,
+                                                   num_groups, eps, precision))
     return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision,
                           out, stream)
 
@@ -128,7 +132,7 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
     if sizes is not None:
         M, K, N = sizes
         if out is None:
-            out = empty(x, (1, N, M, 1), dtype_of=gamma)
+            out = empty_f32(x, (1, N, M, 1))  # the result is float32 whatever gamma is
         if stream is None and is_torch(x) and isinstance(num_groups, int) and num_groups > 0:
             # The call's scratch memory from PyTorch's allocator, on the stream the call runs on:
             # inside a CUDA graph capture it comes from the graph's pool, so a captured call needs
@@ -187,8 +191,9 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *, re
     _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
     if _compiling is not None and _compiling():
         if residual is None:
-            return _torch_ops.layer_norm(x, weight, bias, eps, activation)
-        return _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation)
+            return _into(out, _torch_ops.layer_norm(x, weight, bias, eps, activation))
+        y, s = _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation)
+        return _into(out, y), _into(sum_out, s)
     return _norm(0, x, weight, bias, eps, residual, activation, out, sum_out, stream)
 
 
@@ -207,8 +212,9 @@ def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
     eps = _rms_eps(x, eps)
     if _compiling is not None and _compiling():
         if residual is None:
-            return _torch_ops.rms_norm(x, weight, eps, activation)
-        return _torch_ops.add_rms_norm(x, residual, weight, eps, activation)
+            return _into(out, _torch_ops.rms_norm(x, weight, eps, activation))
+        y, s = _torch_ops.add_rms_norm(x, residual, weight, eps, activation)
+        return _into(out, y), _into(sum_out, s)
     return _norm(1, x, weight, None, eps, residual, activation, out, sum_out, stream)
 
 

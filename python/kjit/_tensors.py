@@ -111,17 +111,17 @@ def empty_like(x):
         "kjit: cannot allocate an output like a %s: pass out=" % type(x).__name__, field="out")
 
 
-def empty(x, shape, dtype_of=None):
-    """A new contiguous tensor of `shape` with the dtype of `dtype_of` (default x) on x's device."""
-    src = x if dtype_of is None else dtype_of
+def empty_f32(x, shape):
+    """A new contiguous float32 tensor of `shape` on x's device (torch, CuPy or numpy-like)."""
     if is_torch(x):
-        return sys.modules["torch"].empty(shape, dtype=src.dtype, device=x.device)
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.float32, device=x.device)
     mod = sys.modules.get(type(x).__module__.split(".")[0])
     if mod is not None and hasattr(mod, "empty"):
         if hasattr(x, "device") and type(x).__module__.startswith("cupy"):
             with x.device:
-                return mod.empty(shape, dtype=src.dtype)
-        return mod.empty(shape, dtype=src.dtype)
+                return mod.empty(shape, dtype="float32")
+        return mod.empty(shape, dtype="float32")
     from ._errors import InvalidArgumentError
     raise InvalidArgumentError(
         "kjit: cannot allocate an output for a %s: pass out=" % type(x).__name__, field="out")

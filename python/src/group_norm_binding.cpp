@@ -101,9 +101,12 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
   const GnCall c = read_call(x, out, weight, bias, groups, activation);
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.group_norm allocates it)");
   const ops::GroupNormOptions o = options(eps, autotune);
+  // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.group_norm.
+  if (c.x.numel() == 0) return;
   ops::validate_call(c.p, c.x.data, c.out.data, c.weight.data, c.bias.data, o.eps);
-  ops::group_norm(runtime_for(c.x.device_id), c.p, c.x.data, c.out.data, c.weight.data, c.bias.data,
-                  o, as_stream(stream));
+  Runtime& rt = runtime_for(c.x.device_id);
+  nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
+  ops::group_norm(rt, c.p, c.x.data, c.out.data, c.weight.data, c.bias.data, o, as_stream(stream));
 }
 
 // Compiles and loads what a call like this launches, and gives `stream` the workspace its plan

@@ -97,10 +97,14 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
   if (c.p.residual && sum.is_none())
     bad_arg(c.op, "sum", "is required with a residual (the Python function allocates it)");
   const ops::LayerNormOptions o = options(eps, autotune);
+  // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
+  if (c.x.numel() == 0) return;
   ops::validate_call(c.p, c.x.data, c.residual.data, c.out.data, c.sum.data, c.weight.data,
                      c.bias.data, o.eps);
-  ops::layer_norm(runtime_for(c.x.device_id), c.p, c.x.data, c.residual.data, c.out.data,
-                  c.sum.data, c.weight.data, c.bias.data, o, as_stream(stream));
+  Runtime& rt = runtime_for(c.x.device_id);
+  nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
+  ops::layer_norm(rt, c.p, c.x.data, c.residual.data, c.out.data, c.sum.data, c.weight.data,
+                  c.bias.data, o, as_stream(stream));
 }
 
 std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle weight, nb::handle bias,

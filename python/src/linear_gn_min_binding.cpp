@@ -29,6 +29,17 @@ void require_matrix(const TensorArg& t, int64_t rows, int64_t cols, const char* 
             "is not contiguous (strides " + t.strides_text() + "): call .contiguous() first");
 }
 
+// The result's shape, not only its element count: an [M, N] out would get the [N, M] result.
+void require_result_shape(const TensorArg& out, int64_t N, int64_t M) {
+  const int64_t want[4] = {1, N, M, 1};
+  bool same = out.ndim == 4;
+  for (int i = 0; same && i < 4; ++i) same = out.shape[i] == want[i];
+  if (!same)
+    bad_arg(kOp, out.name,
+            "has shape " + out.shape_text() + ", must have the result's [1, N, M, 1] = [1, " +
+                std::to_string(N) + ", " + std::to_string(M) + ", 1]");
+}
+
 ops::Precision precision_of(int p) {
   if (p < 0 || p > static_cast<int>(ops::Precision::Fp32x3))  // the last Precision
     bad_arg(kOp, "precision", "code " + std::to_string(p) + " names no kjit precision");
@@ -63,6 +74,7 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
   }
   if (!out.is_none()) {
     c.out = tensor_arg(kOp, "out", out, true);
+    require_result_shape(c.out, c.p.N, c.p.M);
     require_vector(kOp, c.out, c.p.N * c.p.M);
     require_dtype(kOp, c.out, DType::F32, "the result is fp32");
   }
@@ -107,9 +119,10 @@ void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::
   auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
   ops::validate_call(c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),
                      f(c.bias), f(c.out), o, ws);
-  ops::linear_gn_min(runtime_for(c.x.device_id), c.p, c.x.data, c.weight.data, f(c.linear_bias),
-                     f(c.gamma), f(c.beta), f(c.bias), static_cast<float*>(c.out.data), o,
-                     as_stream(stream), ws);
+  Runtime& rt = runtime_for(c.x.device_id);
+  nb::gil_scoped_release release;  // a first call compiles and picks a GEMM: let Python run
+  ops::linear_gn_min(rt, c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),
+                     f(c.bias), static_cast<float*>(c.out.data), o, as_stream(stream), ws);
 }
 
 // Builds the plan (kernel, cuBLASLt algorithm) and gives `stream` kjit's workspace for it.

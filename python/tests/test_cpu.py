@@ -298,3 +298,121 @@ def test_torch_path_exports_capsules_and_detaches(monkeypatch):
     assert exported == [(2, 8, 4), (2, 8, 4), (8,)]  # x, out, w (detached); bias None
     with pytest.raises(kjit.InvalidArgumentError, match="weight has shape \\[8\\].*must have 16"):
         kjit.group_norm(f32(2, 16, 4).view(_FakeTorchTensor), 4, w)
+
+
+# --- DLPack exports that claim CUDA memory (no GPU needed: nothing is read through them) -------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+_keep = []  # the capsules' memory, alive for the whole session
+
+
+def cuda_capsule(*shape, data=0x10000, device=0):
+    """A DLPack capsule of a contiguous float32 tensor in "CUDA memory" at `data` (0: an empty
+    PyTorch tensor's null pointer). Only the checks before the device read it."""
+    n = len(shape)
+    dims = (ctypes.c_int64 * max(n, 1))(*shape)
+    strides = (ctypes.c_int64 * max(n, 1))()
+    step = 1
+    for i in reversed(range(n)):
+        strides[i] = step
+        step *= shape[i]
+    mt = _DLManagedTensor()
+    mt.dl_tensor = _DLTensor(data or None, _DLDevice(2, device), n, _DLDataType(2, 32, 1), dims,
+                             strides, 0)
+    _keep.append((dims, strides, mt))
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                   ctypes.c_void_p]
+    return new(ctypes.addressof(mt), b"dltensor", None)
+
+
+def test_empty_tensors_are_nothing_to_do():
+    # PyTorch exports an empty CUDA tensor with a null data pointer: F.group_norm / F.layer_norm
+    # return an empty result, so kjit does too (no runtime, no launch: no GPU needed here).
+    kjit._native.group_norm(cuda_capsule(0, 8, 4, data=0), cuda_capsule(0, 8, 4, data=0), None,
+                            None, 4, 1e-5, 1, False, 0)
+    kjit._native.layer_norm(0, cuda_capsule(0, 8, data=0), None, cuda_capsule(0, 8, data=0), None,
+                            None, None, 1e-5, 0, False, 0)
+    # The rules still hold for an empty batch.
+    with pytest.raises(kjit.InvalidArgumentError, match="divisible by groups = 3"):
+        kjit._native.group_norm(cuda_capsule(0, 8, 4, data=0), cuda_capsule(0, 8, 4, data=0),
+                                None, None, 3, 1e-5, 1, False, 0)
+    with pytest.raises(kjit.InvalidArgumentError, match="out has shape"):
+        kjit._native.group_norm(cuda_capsule(0, 8, 4, data=0), cuda_capsule(0, 8, 5, data=0),
+                                None, None, 4, 1e-5, 1, False, 0)
+
+
+def test_linear_gn_min_out_must_have_the_result_shape():
+    x, w, v = f32(16, 32), f32(64, 32), f32(64)
+    # [M, N] has the result's element count but not its [1, N, M, 1] order: refused.
+    with pytest.raises(kjit.InvalidArgumentError, match=r"out has shape \[16, 64\], must have "
+                       r"the result's \[1, N, M, 1\] = \[1, 64, 16, 1\]"):
+        kjit.linear_gn_min(x, w, v, v, v, v, 8, out=f32(16, 64))
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.linear_gn_min(x, w, v, v, v, v, 8, out=f32(1, 64, 16, 1))
+
+
+def test_linear_gn_min_allocates_float32_whatever_gamma_is():
+    x, w, v = f32(16, 32), f32(64, 32), f32(64)
+    with pytest.raises(kjit.InvalidArgumentError, match="gamma must be a tensor"):
+        kjit.linear_gn_min(x, w, v, [1.0] * 64, v, v, 8)  # not an AttributeError from allocating
+
+
+class _TracedTensor(np.ndarray):
+    def copy_(self, src):
+        self[...] = src
+        return self
+
+
+def test_out_is_written_inside_torch_compile(monkeypatch):
+    # While dynamo traces, the public functions call the custom ops, which return new tensors:
+    # out= (and sum_out=) must still receive the result.
+    import types
+    from kjit import _ops
+
+    def result(*shape):
+        return np.full(shape, 7.0, np.float32)
+
+    ops = types.SimpleNamespace(
+        group_norm=lambda x, *a: result(*x.shape),
+        linear_gn_min=lambda x, w, *a: result(1, w.shape[0], x.shape[0], 1),
+        layer_norm=lambda x, *a: result(*x.shape), rms_norm=lambda x, *a: result(*x.shape),
+        add_layer_norm=lambda x, *a: (result(*x.shape), result(*x.shape) + 1),
+        add_rms_norm=lambda x, *a: (result(*x.shape), result(*x.shape) + 1))
+    monkeypatch.setattr(_ops, "_compiling", lambda: True)
+    monkeypatch.setattr(_ops, "_torch_ops", ops)
+
+    def out(*shape):
+        return np.zeros(shape, np.float32).view(_TracedTensor)
+
+    y = out(2, 8, 4)
+    assert kjit.group_norm(f32(2, 8, 4), 4, out=y) is y and (y == 7).all()
+    y = out(1, 64, 16, 1)
+    v = f32(64)
+    assert kjit.linear_gn_min(f32(16, 32), f32(64, 32), v, v, v, v, 8, out=y) is y
+    assert (y == 7).all()
+    for fn in (kjit.layer_norm, kjit.rms_norm):
+        y = out(4, 8)
+        assert fn(f32(4, 8), out=y) is y and (y == 7).all()
+        y, s = out(4, 8), out(4, 8)
+        r = fn(f32(4, 8), residual=f32(4, 8), out=y, sum_out=s)
+        assert r[0] is y and r[1] is s and (y == 7).all() and (s == 8).all()
+    assert kjit.group_norm(f32(2, 8, 4), 4).shape == (2, 8, 4)  # no out=: the op's result
