@@ -39,9 +39,20 @@ def _header_name(text):
     return "python/%s.cuh" % hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+def _names(seq, field):
+    """types= / values= as a list: one str (or int) there is a mistake, not a list of its parts."""
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+        raise InvalidArgumentError("kjit.kernel: %s must be a list or tuple, not %r (e.g. %s=[%r])"
+                                   % (field, seq, field, seq), field=field)
+    return list(seq)
+
+
 def _type_name(t):
     if isinstance(t, str):
         return t
+    if isinstance(t, (bool, int, float)):
+        raise InvalidArgumentError("kjit.kernel: types must be type names or dtypes, not %r "
+                                   "(template values go in values=)" % (t,), field="types")
     name = getattr(t, "name", None) or getattr(t, "__name__", None)  # numpy dtype / scalar type
     if name is None:
         name = str(t)
@@ -50,7 +61,7 @@ def _type_name(t):
 
 def _values(values):
     out = []
-    for v in values:
+    for v in _names(values, "values"):
         if hasattr(v, "item") and not isinstance(v, (bool, int)):
             v = v.item()  # numpy integer
         if not isinstance(v, (bool, int)):
@@ -89,7 +100,7 @@ class Kernel:
         text = _read_source(source)
         dev = _default_device() if device is None else device
         self._k = _native.Kernel(dev, _header_name(text), text, name,
-                                 [_type_name(t) for t in types], _values(values))
+                                 [_type_name(t) for t in _names(types, "types")], _values(values))
 
     def __call__(self, grid, block, *args, shared=0, stream=None):
         if stream is None:
@@ -128,5 +139,5 @@ def compile(source, name, types=(), values=(), *, arch="sm_90"):
     """Compile without a GPU (NVRTC and the disk cache only): returns a dict with the
     instantiation, lowered_name, arch, binary (cubin bytes), log, compile_ms and from_disk."""
     text = _read_source(source)
-    return _native.compile(_header_name(text), text, name, [_type_name(t) for t in types],
-                           _values(values), arch)
+    return _native.compile(_header_name(text), text, name,
+                           [_type_name(t) for t in _names(types, "types")], _values(values), arch)

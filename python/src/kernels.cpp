@@ -37,8 +37,11 @@ Spec make_spec(const std::string& header, const std::string& function,
   for (nb::handle v : values) {
     if (nb::isinstance<nb::bool_>(v))
       s.value(nb::cast<bool>(v));
+    else if (int64_t n = 0; nb::isinstance<nb::int_>(v) && nb::try_cast(v, n))
+      s.value(n);
     else if (nb::isinstance<nb::int_>(v))
-      s.value(nb::cast<int64_t>(v));
+      bad_arg(kOp, "values",
+              "must fit a 64-bit int: " + std::string(nb::str(v).c_str()) + " does not");
     else
       bad_arg(kOp, "values",
               "must hold ints and bools, not " + std::string(nb::type_name(v.type()).c_str()));
@@ -54,7 +57,11 @@ Dim3 dim3_of(nb::handle h, const char* name) {
   Dim3 d;
   unsigned* f[3] = {&d.x, &d.y, &d.z};
   auto set = [&](int i, nb::handle v) {
-    const int64_t n = nb::cast<int64_t>(v);
+    int64_t n = 0;
+    if (nb::isinstance<nb::bool_>(v) || !nb::isinstance<nb::int_>(v) || !nb::try_cast(v, n))
+      bad_arg(kOp, name,
+              "must be an int or a tuple of 1 to 3 ints: " + std::string(nb::str(v).c_str()) +
+                  " is not a dimension");
     if (n < 1 || n > UINT_MAX)
       bad_arg(kOp, name, "has a dimension " + std::to_string(n) + " (1..2^32-1)");
     *f[i] = static_cast<unsigned>(n);
@@ -63,10 +70,10 @@ Dim3 dim3_of(nb::handle h, const char* name) {
     set(0, h);
     return d;
   }
-  nb::tuple t;
-  if (!nb::try_cast(h, t) || t.size() < 1 || t.size() > 3)
-    bad_arg(kOp, name, "must be an int or a tuple of 1 to 3 ints");
-  for (size_t i = 0; i < t.size(); ++i) set(static_cast<int>(i), t[i]);
+  const bool seq = nb::isinstance<nb::tuple>(h) || nb::isinstance<nb::list>(h);
+  const size_t n = seq ? nb::len(h) : 0;
+  if (n < 1 || n > 3) bad_arg(kOp, name, "must be an int or a tuple of 1 to 3 ints");
+  for (size_t i = 0; i < n; ++i) set(static_cast<int>(i), h[i]);
   return d;
 }
 
@@ -95,10 +102,10 @@ void append_arg(ArgPack& p, nb::handle a, int device) {
     const bool b = nb::cast<bool>(a);
     std::memcpy(tmp, &b, n = sizeof b);
   } else if (nb::isinstance<nb::int_>(a)) {
-    const int64_t v = nb::cast<int64_t>(a);
-    if (v < INT_MIN || v > INT_MAX)
+    int64_t v = 0;
+    if (!nb::try_cast(a, v) || v < INT_MIN || v > INT_MAX)
       bad_arg(kOp, name().c_str(),
-              "= " + std::to_string(v) +
+              "= " + std::string(nb::str(a).c_str()) +
                   " does not fit a C int: pass numpy.int64(v) for a 64-bit parameter");
     const int iv = static_cast<int>(v);
     std::memcpy(tmp, &iv, n = sizeof iv);

@@ -416,3 +416,15 @@ def test_out_is_written_inside_torch_compile(monkeypatch):
         r = fn(f32(4, 8), residual=f32(4, 8), out=y, sum_out=s)
         assert r[0] is y and r[1] is s and (y == 7).all() and (s == 8).all()
     assert kjit.group_norm(f32(2, 8, 4), 4).shape == (2, 8, 4)  # no out=: the op's result
+
+
+def test_kernel_types_and_values_are_checked():
+    # Each a kjit error naming the argument: not std::bad_cast, not "scale<f, l, o, a, t, 3>".
+    with pytest.raises(kjit.InvalidArgumentError, match="values must fit a 64-bit int"):
+        kjit.compile(GOOD, "scale", types=["float32"], values=[2**70])
+    with pytest.raises(kjit.InvalidArgumentError, match=r"types must be a list or tuple"):
+        kjit.compile(GOOD, "scale", types="float32", values=[2])
+    with pytest.raises(kjit.InvalidArgumentError, match=r"values must be a list or tuple"):
+        kjit.compile(GOOD, "scale", types=["float32"], values=2)
+    with pytest.raises(kjit.InvalidArgumentError, match="template values go in values="):
+        kjit.compile(GOOD, "scale", types=[3])
