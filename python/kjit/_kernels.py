@@ -33,6 +33,13 @@ def _read_source(source):
     return source
 
 
+def _require_str(value, field):
+    if not isinstance(value, str):
+        raise InvalidArgumentError("kjit.kernel: %s must be a str, not %s (%r)"
+                                   % (field, type(value).__name__, value), field=field)
+    return value
+
+
 def _header_name(text):
     # By content: the same source registers once per runtime, and an edited one is a new header
     # (kjit's cache key covers the text either way).
@@ -99,7 +106,7 @@ class Kernel:
     def __init__(self, source, name, types=(), values=(), *, device=None):
         text = _read_source(source)
         dev = _default_device() if device is None else device
-        self._k = _native.Kernel(dev, _header_name(text), text, name,
+        self._k = _native.Kernel(dev, _header_name(text), text, _require_str(name, "name"),
                                  [_type_name(t) for t in _names(types, "types")], _values(values))
 
     def __call__(self, grid, block, *args, shared=0, stream=None):
@@ -139,5 +146,6 @@ def compile(source, name, types=(), values=(), *, arch="sm_90"):
     """Compile without a GPU (NVRTC and the disk cache only): returns a dict with the
     instantiation, lowered_name, arch, binary (cubin bytes), log, compile_ms and from_disk."""
     text = _read_source(source)
-    return _native.compile(_header_name(text), text, name,
-                           [_type_name(t) for t in _names(types, "types")], _values(values), arch)
+    return _native.compile(_header_name(text), text, _require_str(name, "name"),
+                           [_type_name(t) for t in _names(types, "types")], _values(values),
+                           _require_str(arch, "arch"))

@@ -71,7 +71,11 @@ def stream_handle(stream):
     """A CUstream handle (int) from an int, a torch.cuda.Stream, a CuPy stream, or any object
     with __cuda_stream__ (the CUDA stream protocol)."""
     if type(stream) is int:
-        return stream
+        if 0 <= stream < 2**64:
+            return stream
+        from ._errors import InvalidArgumentError
+        raise InvalidArgumentError("kjit: stream = %d is no stream handle (0 .. 2^64-1)" % stream,
+                                   field="stream")
     if hasattr(stream, "__cuda_stream__"):
         return int(stream.__cuda_stream__()[1])
     for attr in ("cuda_stream", "ptr", "handle"):
@@ -100,6 +104,10 @@ def empty_like(x):
     torch tensors (channels_last stays channels_last), else the array's own namespace."""
     if is_torch(x):
         return sys.modules["torch"].empty_like(x)
+    if not hasattr(x, "__dlpack__"):
+        from ._errors import InvalidArgumentError
+        raise InvalidArgumentError("kjit: x must be a tensor (DLPack), not %s" % type(x).__name__,
+                                   field="x")
     ns = getattr(x, "__array_namespace__", None)
     if ns is not None:
         return ns().empty_like(x)

@@ -126,10 +126,10 @@ std::string prepare(nb::handle x, nb::handle weight, nb::handle bias, int64_t gr
 }  // namespace
 
 void bind_group_norm(nb::module_& m) {
-  m.def("group_norm", &group_norm, nb::arg("x"), nb::arg("out").none(), nb::arg("weight").none(),
-        nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("activation"),
-        nb::arg("autotune"), nb::arg("stream"));
-  m.def("prepare_group_norm", &prepare, nb::arg("x"), nb::arg("weight").none(),
+  m.def("group_norm", &group_norm, nb::arg("x").none(), nb::arg("out").none(),
+        nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"),
+        nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"));
+  m.def("prepare_group_norm", &prepare, nb::arg("x").none(), nb::arg("weight").none(),
         nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("activation"),
         nb::arg("autotune"), nb::arg("stream"));
   m.def("parse_activation",

@@ -119,13 +119,13 @@ std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle weig
 }  // namespace
 
 void bind_layer_norm(nb::module_& m) {
-  m.def("layer_norm", &layer_norm, nb::arg("kind"), nb::arg("x"), nb::arg("residual").none(),
+  m.def("layer_norm", &layer_norm, nb::arg("kind"), nb::arg("x").none(), nb::arg("residual").none(),
         nb::arg("out").none(), nb::arg("sum").none(), nb::arg("weight").none(),
         nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"), nb::arg("autotune"),
         nb::arg("stream"));
-  m.def("prepare_layer_norm", &prepare, nb::arg("kind"), nb::arg("x"), nb::arg("residual").none(),
-        nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"),
-        nb::arg("autotune"));
+  m.def("prepare_layer_norm", &prepare, nb::arg("kind"), nb::arg("x").none(),
+        nb::arg("residual").none(), nb::arg("weight").none(), nb::arg("bias").none(),
+        nb::arg("eps"), nb::arg("activation"), nb::arg("autotune"));
 }
 
 }  // namespace kjit::py

@@ -142,13 +142,15 @@ std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb:
 }  // namespace
 
 void bind_linear_gn_min(nb::module_& m) {
-  m.def("linear_gn_min", &linear_gn_min, nb::arg("x"), nb::arg("weight"), nb::arg("linear_bias"),
-        nb::arg("gamma"), nb::arg("beta"), nb::arg("bias"), nb::arg("out").none(),
-        nb::arg("workspace").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("precision"),
+  m.def("linear_gn_min", &linear_gn_min, nb::arg("x").none(), nb::arg("weight").none(),
+        nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
+        nb::arg("bias").none(), nb::arg("out").none(), nb::arg("workspace").none(),
+        nb::arg("groups"), nb::arg("eps"), nb::arg("precision"), nb::arg("autotune"),
+        nb::arg("stream"));
+  m.def("prepare_linear_gn_min", &prepare, nb::arg("x").none(), nb::arg("weight").none(),
+        nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
+        nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("precision"),
         nb::arg("autotune"), nb::arg("stream"));
-  m.def("prepare_linear_gn_min", &prepare, nb::arg("x"), nb::arg("weight"), nb::arg("linear_bias"),
-        nb::arg("gamma"), nb::arg("beta"), nb::arg("bias"), nb::arg("groups"), nb::arg("eps"),
-        nb::arg("precision"), nb::arg("autotune"), nb::arg("stream"));
   m.def("linear_gn_min_workspace_size",
         [](int64_t M, int64_t K, int64_t N, int64_t G, int precision) {
           ops::LinearGnMinProblem p;

@@ -428,3 +428,37 @@ def test_kernel_types_and_values_are_checked():
         kjit.compile(GOOD, "scale", types=["float32"], values=2)
     with pytest.raises(kjit.InvalidArgumentError, match="template values go in values="):
         kjit.compile(GOOD, "scale", types=[3])
+
+
+def test_wrong_argument_types_name_the_argument():
+    x, w, v = f32(2, 8, 4), f32(64, 32), f32(64)
+    # TypeErrors that name the public argument, not the private native signature.
+    with pytest.raises(TypeError, match="kjit.group_norm: num_groups must be an int, not float"):
+        kjit.group_norm(x, 4.0)
+    with pytest.raises(TypeError, match="kjit.group_norm: eps must be a float, not str"):
+        kjit.group_norm(x, 4, eps="small")
+    with pytest.raises(TypeError, match="kjit.linear_gn_min: num_groups must be an int"):
+        kjit.linear_gn_min(f32(16, 32), w, v, v, v, v, 8.0)
+    with pytest.raises(TypeError, match="kjit.layer_norm: eps must be a float"):
+        kjit.layer_norm(f32(4, 8), eps=[1e-5])
+    # Values of the right type but outside the rule: kjit errors naming the argument.
+    for bad in (-1, 2**64):
+        with pytest.raises(kjit.InvalidArgumentError, match="is no stream handle") as e:
+            kjit.group_norm(x, 4, stream=bad)
+        assert e.value.field == "stream"
+    for fn in (lambda t: kjit.group_norm(t, 4), lambda t: kjit.layer_norm(t),
+               lambda t: kjit.group_norm(t, 4, out=x),
+               lambda t: kjit.linear_gn_min(t, w, v, v, v, v, 8)):
+        with pytest.raises(kjit.InvalidArgumentError, match="x must be a tensor") as e:
+            fn(None)
+        assert e.value.field == "x"
+    with pytest.raises(kjit.InvalidArgumentError, match="activation must be a name"):
+        kjit.group_norm(x, 4, activation=["silu"])  # unhashable: not a TypeError from a dict
+    with pytest.raises(kjit.InvalidArgumentError, match="precision must be a name"):
+        kjit.linear_gn_min(f32(16, 32), w, v, v, v, v, 8, precision=["fp32"])
+    with pytest.raises(kjit.InvalidArgumentError, match="normalized_shape must be an int"):
+        kjit.layer_norm(f32(4, 8), 8.0)
+    with pytest.raises(kjit.InvalidArgumentError, match="name must be a str"):
+        kjit.compile(GOOD, None)
+    with pytest.raises(kjit.InvalidArgumentError, match="arch must be a str"):
+        kjit.compile(GOOD, "scale", ["float32"], [2], arch=90)
