@@ -17,6 +17,7 @@ using detail::Reply;
 namespace {
 
 constexpr size_t kMaxIdle = 4;  // connections kept per process; more are opened when needed
+constexpr uint64_t kMaxValueLimit = 1ull << 30;  // the largest max_value_bytes accepted
 
 uint64_t elapsed_us(int64_t t0_ns) {
   return static_cast<uint64_t>((detail::CircuitBreaker::now_ns() - t0_ns) / 1000);
@@ -42,6 +43,12 @@ RemoteCache::Impl::Impl(RemoteOptions o)
     throw std::invalid_argument("the remote cache's key prefix must be 1 to 200 bytes");
   if (opts.max_value_bytes < detail::kRemoteHeaderSize)
     throw std::invalid_argument("the remote cache's max_value_bytes is too small for any value");
+  // A value is read whole into memory, and GETRANGE's end is a signed 64-bit number on the
+  // server: an "unlimited" UINT64_MAX would make every lookup a refused command.
+  if (opts.max_value_bytes > kMaxValueLimit)
+    throw std::invalid_argument("the remote cache's max_value_bytes (" +
+                                std::to_string(opts.max_value_bytes) + ") is over " +
+                                std::to_string(kMaxValueLimit) + " (1 GiB)");
   // A zero timeout would make hiredis block without one.
   const auto in_range = [](std::chrono::milliseconds v, int64_t least) {
     return v.count() >= least && v.count() <= 600000;

@@ -1,4 +1,7 @@
 // redis://[[user]:password@]host[:port][/db], with clear errors that never quote the password.
+// No error quotes any part of the URL: a mistyped URL moves the password into another part (a
+// forgotten host makes "redis://default:hunter2" a host and a port; "/0?password=..." is a
+// database), so a part is named and its rule given, never shown.
 #include <cctype>
 #include <stdexcept>
 #include <string>
@@ -71,8 +74,7 @@ void parse_host_port(std::string_view hp, RemoteUrl* u) {
     if (colon != std::string_view::npos) port = hp.substr(colon + 1);
     for (char c : u->host)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
-        bad("the host '" + u->host + "' holds a character other than letters, digits, '-', " +
-            "'.' and '_'");
+        bad("the host holds a character other than letters, digits, '-', '.' and '_'");
   }
   if (u->host.empty()) bad("the host is empty");
   if (u->host.size() > 253) bad("the host is longer than 253 characters");
@@ -81,7 +83,7 @@ void parse_host_port(std::string_view hp, RemoteUrl* u) {
   if (!port.empty()) {
     if (!all_digits(port) || std::stoi(std::string(port)) < 1 ||
         std::stoi(std::string(port)) > 65535)
-      bad("the port '" + std::string(port) + "' is not a number from 1 to 65535");
+      bad("the port is not a number from 1 to 65535");
     u->port = std::stoi(std::string(port));
   }
 }
@@ -100,10 +102,7 @@ RemoteUrl RemoteUrl::parse(const std::string& url) {
         "with one that has none: use redis:// on a private network, or a TLS proxy such as "
         "stunnel");
   } else {
-    const size_t colon = url.find("://");
-    bad("the scheme '" +
-        (colon == std::string::npos ? std::string("(none)") : url.substr(0, colon)) +
-        "' is not redis://");
+    bad("the scheme is not redis://");
   }
   // The credentials end at the last '@' (nothing after them may hold one), so that a raw '/' in a
   // password is reported as such rather than taken for the start of the database.
@@ -124,7 +123,8 @@ RemoteUrl RemoteUrl::parse(const std::string& url) {
       slash == std::string_view::npos ? std::string_view() : s.substr(slash + 1);
   parse_host_port(authority, &u);
   if (!path.empty()) {
-    if (!all_digits(path)) bad("the database '" + std::string(path) + "' is not a number");
+    if (!all_digits(path))
+      bad("the database after '/' is not a number (a query such as ?password= is not read)");
     u.db = std::stoi(std::string(path));
   }
   return u;
