@@ -46,11 +46,16 @@ std::optional<Entry> RemoteCache::claim_or_wait(const Key& k, bool* mine) {
     const int64_t t0 = detail::CircuitBreaker::now_ns();
     const int64_t until = t0 + std::chrono::nanoseconds(m.opts.lease).count();
     std::optional<Entry> got;
+    // Only clean answers keep a waiter waiting: a failed command (a paused server) would cost a
+    // timeout per poll, and a value that is refused (anyone may write one under the key) would
+    // hold every waiter for the whole lease. Either way this process compiles at once.
     while (detail::CircuitBreaker::now_ns() < until) {
       std::this_thread::sleep_for(kPollInterval);
-      if ((got = m.lookup(k, true))) break;
+      bool missed = false;
+      if ((got = m.lookup(k, true, &missed)) || !missed) break;
       Reply held = m.run({"EXISTS", lease}, &why);
-      if (!held || held->type != REDIS_REPLY_INTEGER || held->integer == 0) {
+      if (!held || held->type != REDIS_REPLY_INTEGER) break;
+      if (held->integer == 0) {
         got = m.lookup(k, true);  // published just before the lease went
         break;
       }

@@ -322,6 +322,48 @@ TEST_CASE("redis: the fleet's compile lease: one process compiles, the others wa
     CHECK(made);
     CHECK(first.remote()->stats().leases == 2);
   }
+  SUBCASE("a value refused while waiting ends the wait: the waiter compiles at once") {
+    server.command({"SET", lease, "another host", "PX", "30000"});
+    std::thread writer([&] {  // anyone who can write to the server, while the waiter polls
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      server.set(redis_name(k), detail::seal_value(std::string(40, 'z'), k, e));
+    });
+    TempDir dir;
+    DiskCache waiter(options(dir.path()));
+    bool made = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Entry got = waiter.get_or_make(
+        k, [] { return entry_of("compiled here"); }, &made);
+    const auto waited_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    writer.join();
+    CHECK(made);
+    CHECK(got.payload == "compiled here");
+    CHECK(waiter.remote()->stats().refused == 1);
+    CHECK(waited_ms < 10000);  // not the lease's 30 s
+  }
+  SUBCASE("the server paused while waiting: one failed poll, then the waiter compiles") {
+    server.command({"SET", lease, "another host", "PX", "30000"});
+    TempDir dir;
+    Options o = options(dir.path());
+    o.remote.failures_to_open = 10;  // the breaker stays shut: only the wait's own rule counts
+    o.remote.publish_queue = 0;      // no background publish to the paused server: errors are
+                                     // the wait's alone
+    DiskCache waiter(o);
+    std::thread pauser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      server.pause();
+    });
+    bool made = false;
+    waiter.get_or_make(
+        k, [] { return entry_of("compiled here"); }, &made);
+    pauser.join();
+    server.resume();
+    CHECK(made);
+    CHECK(waiter.remote()->stats().lease_waits == 1);
+    CHECK(waiter.remote()->stats().errors == 1);  // not a timeout per poll and per EXISTS
+  }
   SUBCASE("lease 0: no lease at all") {
     server.command({"SET", lease, "another host", "PX", "30000"});
     TempDir dir;
