@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "kjit/error.hpp"
 #include "kjit/ops/group_norm.hpp"
@@ -24,6 +25,28 @@ thread_local std::string g_error;
 kjit::Runtime& runtime() {
   static kjit::Runtime rt;
   return rt;
+}
+
+// The packs kjit_linear_gn_min_prepack handed out and that are not freed yet: a second free, or a
+// call with a freed or made-up handle, is KJIT_ERR_INVALID_ARGUMENT instead of undefined
+// behaviour. Never destroyed, so that a free from an exit handler is still checked.
+struct LivePacks {
+  std::mutex mu;
+  std::unordered_set<const kjit_linear_gn_min_pack*> packs;
+};
+constexpr const char* kNotLivePack =
+    "pack is not a live pack of kjit_linear_gn_min_prepack (freed already, or never made by it)";
+
+LivePacks& live_packs() {
+  static LivePacks* l = new LivePacks;
+  return *l;
+}
+
+void require_live(const kjit_linear_gn_min_pack* pack) {
+  if (!pack) throw kjit::Error::invalid("pack", "pack must not be NULL");
+  LivePacks& l = live_packs();
+  std::lock_guard<std::mutex> lock(l.mu);
+  if (!l.packs.count(pack)) throw kjit::Error::invalid("pack", kNotLivePack);
 }
 
 // The codes the header promises, one per Errc.
@@ -235,12 +258,23 @@ int kjit_linear_gn_min_prepack(const char* precision, int64_t n, int64_t k, cons
     auto w = std::make_unique<kjit_linear_gn_min_pack>();
     w->weights = kjit::ops::prepack_linear_gn_min(runtime(), n, k, p.precision, weight,
                                                   static_cast<CUstream>(stream));
+    LivePacks& l = live_packs();
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.packs.insert(w.get());
     *pack = w.release();
   });
 }
 
 int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack) {
-  return guarded([&] { delete pack; });
+  return guarded([&] {
+    if (!pack) return;
+    {
+      LivePacks& l = live_packs();
+      std::lock_guard<std::mutex> lock(l.mu);
+      if (l.packs.erase(pack) == 0) throw kjit::Error::invalid("pack", kNotLivePack);
+    }
+    delete pack;
+  });
 }
 
 int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,
@@ -254,7 +288,7 @@ int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64
     o.autotune = autotune != 0;
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate(p);
-    if (!pack) throw kjit::Error::invalid("pack", "pack must not be NULL");
+    require_live(pack);
     kjit::ops::linear_gn_min(runtime(), p, x, pack->weights, linear_bias, gamma, beta, bias, out, o,
                              static_cast<CUstream>(stream));
   });

@@ -99,6 +99,13 @@ TEST_CASE("kjit_linear_gn_min_prepack / _packed: bad arguments are invalid_argum
                                   0) == kInvalidArgument);
   CHECK(last_error_has("divisible"));
   CHECK(kjit_linear_gn_min_pack_free(nullptr) == KJIT_OK);
+  // A handle prepack never made (as a freed one is): refused, never read or deleted.
+  auto* fake = reinterpret_cast<kjit_linear_gn_min_pack*>(buf);
+  CHECK(kjit_linear_gn_min_pack_free(fake) == kInvalidArgument);
+  CHECK(last_error_has("pack is not a live pack of kjit_linear_gn_min_prepack"));
+  CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 2, buf, fake, buf + 128, buf + 160, buf + 192,
+                                  buf + 256, buf + 512, 1e-5f, nullptr, 0) == kInvalidArgument);
+  CHECK(last_error_has("pack is not a live pack"));
 }
 
 // The activation is a KJIT_ACTIVATION_ constant: 0 and 1 are the former silu flag's values, the

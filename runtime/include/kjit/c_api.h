@@ -90,7 +90,8 @@ typedef struct kjit_linear_gn_min_pack kjit_linear_gn_min_pack;
 int kjit_linear_gn_min_prepack(const char* precision, int64_t n, int64_t k, const float* weight,
                                void* stream, kjit_linear_gn_min_pack** pack);
 /* Frees the pack (NULL: nothing); its memory may still be read by queued calls: synchronize
- * their streams first. */
+ * their streams first. A pack freed already (or any handle prepack did not return) is
+ * KJIT_ERR_INVALID_ARGUMENT here and in kjit_linear_gn_min_packed, never undefined behaviour. */
 int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack);
 /* kjit_linear_gn_min with a prepacked weight instead of the weight pointer. */
 int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,
