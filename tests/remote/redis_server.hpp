@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +86,13 @@ class RedisServer {
   }
   std::string url() const { return url(password_); }
 
+  // SHUTDOWN NOSAVE to a password-less server on `port` (a test's leftover).
+  static void shutdown(int port) {
+    timeval tv{5, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && c->err == 0) freeReplyObject(redisCommand(c, "SHUTDOWN NOSAVE"));
+    if (c) redisFree(c);
+  }
   void kill() { stop(SIGKILL); }
   void restart() {
     if (pid_ <= 0) start();
@@ -131,8 +139,13 @@ class RedisServer {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // A suite that dies without its destructors (a crash, an abort, ctest's timeout kill)
+      // takes its server with it, instead of leaving it running on the port. (The signal follows
+      // the thread that forked: servers are started from a test's own thread.)
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(126);
       const int null = ::open("/dev/null", O_RDWR);
       ::dup2(null, 1);
       ::dup2(null, 2);
@@ -150,8 +163,13 @@ class RedisServer {
         pid_ = -1;
         return false;
       }
-      RawReply r = command({"PING"});
-      if (r && r->type == REDIS_REPLY_STATUS) return true;
+      // Ours, not another suite's server that took the port between free_port() and the bind
+      // (ours then exits, but may not have yet): its INFO names its process.
+      RawReply r = command({"INFO", "server"});
+      if (r && r->type == REDIS_REPLY_STRING &&
+          std::string(r->str, r->len).find("\r\nprocess_id:" + std::to_string(pid_) + "\r\n") !=
+              std::string::npos)
+        return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
