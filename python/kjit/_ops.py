@@ -74,6 +74,8 @@ def _check_scalars(op, ints, floats):
                                        field=name)
     for name, v in floats:
         try:
+            if isinstance(v, (str, bytes)):
+                raise TypeError(v)  # float("1e-5") parses; the native module takes no text
             float(v)
         except (TypeError, ValueError):
             raise TypeError("%s: %s must be a float, not %s (%r)"

@@ -435,8 +435,9 @@ def test_wrong_argument_types_name_the_argument():
     # TypeErrors that name the public argument, not the private native signature.
     with pytest.raises(TypeError, match="kjit.group_norm: num_groups must be an int, not float"):
         kjit.group_norm(x, 4.0)
-    with pytest.raises(TypeError, match="kjit.group_norm: eps must be a float, not str"):
-        kjit.group_norm(x, 4, eps="small")
+    for eps in ("small", "1e-5"):
+        with pytest.raises(TypeError, match="kjit.group_norm: eps must be a float, not str"):
+            kjit.group_norm(x, 4, eps=eps)
     with pytest.raises(TypeError, match="kjit.linear_gn_min: num_groups must be an int"):
         kjit.linear_gn_min(f32(16, 32), w, v, v, v, v, 8.0)
     with pytest.raises(TypeError, match="kjit.layer_norm: eps must be a float"):
