@@ -463,3 +463,19 @@ def test_wrong_argument_types_name_the_argument():
         kjit.compile(GOOD, None)
     with pytest.raises(kjit.InvalidArgumentError, match="arch must be a str"):
         kjit.compile(GOOD, "scale", ["float32"], [2], arch=90)
+
+
+def test_import_kjit_imports_no_torch(tmp_path):
+    # A torch that records its import, first on the path: `import kjit` must not import it
+    # (a program without torch never pays for it), while kjit still finds one imported first.
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("import sys\nsys.stderr.write('TORCH IMPORTED\\n')\n")
+    import os
+    import subprocess
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + sys.path)
+    code = "import kjit, sys; print('torch' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False" and "TORCH IMPORTED" not in r.stderr
