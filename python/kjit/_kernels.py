@@ -99,13 +99,29 @@ def _default_device():
     return 0
 
 
+def _device_index(device):
+    """A CUDA device ordinal from an int, "cuda:N" / "cuda", or a torch.device."""
+    if type(device) is int:
+        return device
+    is_torch_device = type(device).__name__ == "device"
+    text = str(device) if is_torch_device else device
+    if isinstance(text, str) and (text == "cuda" or text.startswith("cuda:")):
+        index = device.index if is_torch_device else None
+        if text == "cuda":
+            return _default_device() if index is None else index
+        if text[5:].isdigit():
+            return int(text[5:])
+    raise InvalidArgumentError("kjit.kernel: device must be an int, 'cuda:N' or a torch.device, "
+                               "not %r" % (device,), field="device")
+
+
 class Kernel:
     """A specialized, loaded kernel on one device. Call it as k(grid, block, *args, shared=0,
     stream=None): grid and block are ints or tuples of up to 3 ints."""
 
     def __init__(self, source, name, types=(), values=(), *, device=None):
         text = _read_source(source)
-        dev = _default_device() if device is None else device
+        dev = _default_device() if device is None else _device_index(device)
         self._k = _native.Kernel(dev, _header_name(text), text, _require_str(name, "name"),
                                  [_type_name(t) for t in _names(types, "types")], _values(values))
 

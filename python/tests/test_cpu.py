@@ -479,3 +479,15 @@ def test_import_kjit_imports_no_torch(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False" and "TORCH IMPORTED" not in r.stderr
+
+
+def test_kernel_device_forms():
+    from kjit._kernels import _device_index
+    assert _device_index(3) == 3 and _device_index("cuda:2") == 2
+    assert _device_index("cuda") == _device_index(0)
+    for bad in ("cpu", "cuda:x", 1.0, None):
+        with pytest.raises(kjit.InvalidArgumentError, match="device must be an int") as e:
+            _device_index(bad)
+        assert e.value.field == "device"
+    with pytest.raises(kjit.InvalidArgumentError, match="device must be an int"):
+        kjit.kernel(GOOD, "scale", types=["float32"], values=[3], device="cpu")
