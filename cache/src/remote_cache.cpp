@@ -223,7 +223,7 @@ bool RemoteCache::publish(const Key& k, const Entry& entry) {
     return false;
   }
   std::lock_guard<std::mutex> lock(m.queue_mu);
-  if (m.stopping || m.queue.size() >= m.opts.publish_queue || !m.breaker.allow()) {
+  if (m.stopping || m.queue.size() >= m.opts.publish_queue || m.breaker.resting()) {
     ++m.publish_dropped;
     return false;
   }

@@ -254,6 +254,42 @@ TEST_CASE("redis: a paused server (SIGSTOP) is one failed lookup, then the tier 
   CHECK(cache.get(key_of("c")));  // from disk
 }
 
+TEST_CASE("redis: after the back-off one call probes a paused server; other threads are skipped") {
+  RedisServer server;
+  TempDir dir;
+  Options o = with_remote(dir.path(), server.url());
+  o.remote.failures_to_open = 1;
+  o.remote.backoff = std::chrono::milliseconds(200);
+  o.remote.op_timeout = std::chrono::milliseconds(500);  // the probe's wait: all threads arrive
+  DiskCache cache(o);
+  CHECK_FALSE(cache.get(key_of("warm")));  // connected: a miss
+  server.pause();
+  CHECK_FALSE(cache.get(key_of("opens")));  // one timeout: the breaker opens
+  REQUIRE(cache.remote()->stats().breaker_opens == 1);
+  std::this_thread::sleep_for(o.remote.backoff + std::chrono::milliseconds(50));
+  constexpr int kThreads = 8;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      while (!go) std::this_thread::yield();
+      cache.get(key_of("thread " + std::to_string(t)));
+    });
+  go = true;
+  for (auto& th : threads) th.join();
+  server.resume();
+  const RemoteStats s = cache.remote()->stats();
+  CHECK(s.errors == 2);  // the first timeout and the probe's, not one per thread
+  CHECK(s.gets == 3);
+  CHECK(s.skipped == kThreads - 1);
+  CHECK(s.breaker_opens == 2);
+  // Resumed: after the next back-off, one probe succeeds and closes the breaker for everyone.
+  std::this_thread::sleep_for(o.remote.backoff + std::chrono::milliseconds(50));
+  CHECK_FALSE(cache.get(key_of("probe")));
+  CHECK_FALSE(cache.get(key_of("after")));
+  CHECK(cache.remote()->stats().misses == 3);
+}
+
 TEST_CASE("redis: the fleet's compile lease: one process compiles, the others wait for its value") {
   RedisServer server;
   const Key k = key_of("leased kernel");
