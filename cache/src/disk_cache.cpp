@@ -367,14 +367,36 @@ bool DiskCache::Impl::put_local(const Key& key, const Entry& entry) {
 
 bool DiskCache::put(const Key& key, const Entry& entry) {
   const bool stored = impl_->put_local(key, entry);
-  if (impl_->remote) impl_->remote->publish(key, entry);  // never blocks: a bounded queue
+  if (impl_->remote) impl_->publish_remote(key, entry);
   return stored;
+}
+
+void DiskCache::Impl::publish_remote(const Key& key, const Entry& entry) {
+  try {
+    // Sealed as the disk stores it, so that the fleet's caches with the same check accept it.
+    Entry sealed;
+    if (opts.check) {
+      sealed = entry;
+      opts.check->seal(key, &sealed);
+    }
+    remote->publish(key, opts.check ? sealed : entry);  // never blocks: a bounded queue
+  } catch (const std::exception&) {  // bad_alloc, or the check failed: not published
+  }
+}
+
+bool DiskCache::Impl::vet_remote(const Key& key, const Entry& e) {
+  if (!opts.check) return true;
+  const std::string refusal = opts.check->problem(key, e);
+  if (refusal.empty()) return true;
+  ++untrusted;
+  note_untrusted("the remote tier's value for " + key.hex() + ": " + refusal);
+  return false;
 }
 
 bool DiskCache::Impl::wait_for_fleet(const Key& key, bool* leased, Entry* out) {
   if (!remote) return false;
   std::optional<Entry> e = remote->claim_or_wait(key, leased);
-  if (!e) return false;
+  if (!e || !vet_remote(key, *e)) return false;
   if (mode == Mode::ReadWrite) put_local(key, *e);
   *out = std::move(*e);
   return true;
@@ -383,7 +405,7 @@ bool DiskCache::Impl::wait_for_fleet(const Key& key, bool* leased, Entry* out) {
 bool DiskCache::Impl::fetch_remote(const Key& key, Entry* out, bool* missed) {
   if (!remote) return false;
   std::optional<Entry> e = remote->get(key, missed);
-  if (!e) return false;
+  if (!e || !vet_remote(key, *e)) return false;
   // Sealed and checked like any entry: what lands on disk is this user's file again.
   if (mode == Mode::ReadWrite) put_local(key, *e);
   *out = std::move(*e);

@@ -58,6 +58,11 @@ struct DiskCache::Impl {
   // claim_or_wait). True with *out when another process's compile arrived; *leased when ours.
   bool wait_for_fleet(const Key& key, bool* leased, Entry* out);
   bool put_local(const Key& key, const Entry& entry);
+  // Queues `entry` for the remote tier, sealed by opts.check as put_local writes it.
+  void publish_remote(const Key& key, const Entry& entry);
+  // The HMAC vouches that a fleet member wrote a remote value; opts.check, which every entry
+  // read must pass, decides whether this cache serves it (a refusal is counted untrusted).
+  bool vet_remote(const Key& key, const Entry& e);
   std::string publish(const Key& key, const std::string& bytes);  // empty, or why it failed
   void account_put(uint64_t size);
   void trim_if_over_cap();

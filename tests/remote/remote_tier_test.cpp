@@ -159,6 +159,59 @@ TEST_CASE("redis: hostile or damaged values are refused, counted, and never reac
   }
 }
 
+namespace {
+
+// A cache's own check (Options::check): entries must carry this cache owner's seal.
+class SealedBy : public EntryCheck {
+ public:
+  explicit SealedBy(std::string who) : who_(std::move(who)) {}
+  std::string problem(const Key& key, const Entry& e) const override {
+    const std::string* seal = e.find("seal");
+    return seal && *seal == who_ + key.hex() ? "" : "not sealed by " + who_;
+  }
+  void seal(const Key& key, Entry* e) const override {
+    e->metadata.emplace_back("seal", who_ + key.hex());
+  }
+
+ private:
+  std::string who_;
+};
+
+}  // namespace
+
+TEST_CASE("redis: a remote value passes the cache's own check too, and is published sealed") {
+  RedisServer server;
+  TempDir a, b, c;
+  const Key k = key_of("checked");
+  {
+    DiskCache unchecked(with_remote(a.path(), server.url()));  // publishes without a seal
+    REQUIRE(unchecked.put(k, entry_of("from a cache without the check")));
+    REQUIRE(unchecked.remote()->flush(std::chrono::seconds(5)));
+  }
+  Options o = with_remote(b.path(), server.url());
+  o.check = std::make_shared<SealedBy>("team ");
+  {
+    DiskCache checked(o);
+    CHECK_FALSE(checked.get(k));  // signed by the fleet, but not what this cache's check accepts
+    CHECK(checked.remote()->stats().hits == 1);
+    CHECK(checked.stats().untrusted == 1);
+    CHECK(nothing_on_disk(b.path(), k));  // not laundered by put_local's seal either
+    bool made = false;
+    const Entry e = checked.get_or_make(
+        k, [] { return entry_of("compiled here"); }, &made);
+    CHECK(made);
+    CHECK(e.payload == "compiled here");
+    REQUIRE(checked.remote()->flush(std::chrono::seconds(5)));
+  }
+  Options o2 = with_remote(c.path(), server.url());
+  o2.check = std::make_shared<SealedBy>("team ");
+  DiskCache peer(o2);  // the same check elsewhere: the published value carries the seal
+  const std::optional<Entry> got = peer.get(k);
+  REQUIRE(got);
+  CHECK(got->payload == "compiled here");
+  CHECK(peer.stats().untrusted == 0);
+}
+
 TEST_CASE("redis: FLUSHALL between calls is a miss, then the next publish heals it") {
   RedisServer server;
   TempDir a, b, c;
