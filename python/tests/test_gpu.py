@@ -286,3 +286,34 @@ def test_seed_linear_gn_min(torch_cuda):
     print(row)
     assert row["shape"] == row["want_shape"] == [1, 8192, 1024, 1]
     assert row["allclose_1e-4"] and row["compiled_allclose_1e-4"], row
+
+
+def test_a_first_call_lets_other_threads_run(torch_cuda):
+    # The op releases the GIL while it compiles: the main thread keeps running meanwhile. A
+    # random shape (each run a new one) makes the call compile unless the disk cache has it.
+    import threading
+    import time
+    torch = torch_cuda
+    rng = random.Random(seed())
+    x = torch.randn(2, 8 * rng.randint(60, 4000), rng.randint(3, 90), device="cuda")
+    span = {}
+
+    def call():
+        span["start"] = time.perf_counter()
+        kjit.group_norm(x, 8, activation="relu")
+        span["end"] = time.perf_counter()
+
+    t = threading.Thread(target=call)
+    ticks = []
+    t.start()
+    while t.is_alive():
+        ticks.append(time.perf_counter())
+    t.join()
+    torch.cuda.synchronize()
+    took = span["end"] - span["start"]
+    if took < 0.02:
+        pytest.skip("the call took %.1f ms (its kernel was cached): too short to tell" %
+                    (took * 1e3))
+    inside = [v for v in ticks if span["start"] + 0.005 < v < span["end"] - 0.005]
+    # With the GIL held through the compile, the main thread would not run in between at all.
+    assert len(inside) > 100, (took, len(inside))
