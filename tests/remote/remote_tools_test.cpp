@@ -97,4 +97,36 @@ TEST_CASE("redis: kjit-precompile --remote, then kjit-cache pull, push and stats
   CHECK(down.out.find("UNREACHABLE") != std::string::npos);
 }
 
+TEST_CASE("redis: the tools never print the server's password, whatever the URL's mistake") {
+  const std::string password = "pw-that-must-not-show-1234";
+  kjit_test::RedisServer server(password);
+  kjit_test::TempDir scratch, a;
+  const std::string key = " KJIT_REMOTE_CACHE_KEY=" + kFleetKey + " ";
+  const std::string dir = " --cache-dir " + a.path();
+  const struct {
+    std::string url, args;
+    int rc;
+  } runs[] = {
+      {server.url(), "stats --json", 0},
+      {server.url(), "stats", 0},
+      {server.url(), "pull", 0},
+      {server.url("wrong-" + password), "stats", 0},  // shown UNREACHABLE, with the reason
+      {server.url("wrong-" + password), "pull", 1},
+      // Mistyped URLs that put the password where the port or the database is read.
+      {"redis://default:" + password, "stats", 1},
+      {"redis://127.0.0.1:" + std::to_string(server.port()) + "/0?password=" + password, "stats",
+       1},
+  };
+  for (const auto& r : runs) {
+    const auto res =
+        tool("KJIT_REMOTE_CACHE='" + r.url + "'" + key, "kjit-cache", r.args + dir, scratch.path());
+    CAPTURE(r.args);
+    CHECK_MESSAGE(res.rc == r.rc, res.err);
+    CHECK(res.out.find(password) == std::string::npos);
+    CHECK(res.err.find(password) == std::string::npos);
+    CHECK(res.out.find(kFleetKey) == std::string::npos);
+    CHECK(res.err.find(kFleetKey) == std::string::npos);
+  }
+}
+
 #endif  // KJIT_TOOLS_DIR
