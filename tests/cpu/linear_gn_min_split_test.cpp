@@ -167,6 +167,51 @@ TEST_CASE("fp32x3: names, validation and the problem's text") {
       doctest::Contains("precision = 7 is not one of Fp32, Tf32, Bf16Inputs, Fp32x3"), kjit::Error);
 }
 
+TEST_CASE("fp32x3: the split rows' sizes are checked before any byte count is formed") {
+  // M * K fits (just under 2^60 elements) but the split x, M rows of 2 * pitch floats, does not.
+  const LinearGnMinProblem big = split_problem((int64_t{1} << 30) - 1, int64_t{1} << 30, 8, 1);
+  CHECK_THROWS_WITH_AS(kjit::ops::validate(big),
+                       doctest::Contains("split x's element count overflows"), kjit::Error);
+  CHECK_THROWS_AS(kjit::ops::linear_gn_min_workspace_size(big), kjit::Error);
+  LinearGnMinProblem fp32 = big;
+  fp32.precision = Precision::Fp32;
+  CHECK_NOTHROW(kjit::ops::validate(fp32));  // only the split rows overflow
+}
+
+TEST_CASE("fp32x3: prepack's and the pack's checks, without a device") {
+  alignas(16) static float w[64];
+  auto field_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const kjit::Error& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("no error");
+  };
+  const std::string fp32 = field_of([&] { kjit::ops::validate_prepack(8, 8, Precision::Fp32, w); });
+  CHECK(fp32.find("precision: ") == 0);
+  CHECK(fp32.find("only fp32x3 has a prepacked form") != std::string::npos);
+  CHECK(field_of([&] {
+          kjit::ops::validate_prepack(8, 8, Precision::Fp32x3, nullptr);
+        }).find("weight is null") != std::string::npos);
+  const float* odd = reinterpret_cast<const float*>(reinterpret_cast<const char*>(w) + 2);
+  CHECK(field_of([&] {
+          kjit::ops::validate_prepack(8, 8, Precision::Fp32x3, odd);
+        }).find("not aligned") != std::string::npos);
+  CHECK(field_of([&] {
+          kjit::ops::validate_prepack(-1, 8, Precision::Fp32x3, w);
+        }).find("N = -1") != std::string::npos);
+  CHECK_NOTHROW(kjit::ops::validate_prepack(8, 8, Precision::Fp32x3, w));
+  // An empty pack (default-constructed or moved from) is refused, naming the weight.
+  const kjit::ops::LinearGnMinWeights empty;
+  CHECK(empty.empty());
+  CHECK(empty.describe() == "empty weight pack");
+  const std::string e =
+      field_of([&] { kjit::ops::validate_pack(split_problem(4, 8, 8, 2), empty, nullptr); });
+  CHECK(e.find("weight: ") == 0);
+  CHECK(e.find("the weight pack is empty") != std::string::npos);
+}
+
 TEST_CASE("fp32x3: split pitch and the workspace's layout") {
   CHECK(kjit::ops::linear_gn_min_split_pitch(1) == 64);
   CHECK(kjit::ops::linear_gn_min_split_pitch(64) == 64);
