@@ -54,6 +54,33 @@ inline int free_port() {
   return ntohs(a.sin_port);
 }
 
+// A loopback port that refuses every connection for as long as this lives: bound, never
+// listened on, so that no other process (a concurrent suite's redis-server) can take it, which
+// a port that free_port() merely found free allows.
+class ClosedPort {
+ public:
+  ClosedPort() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      if (fd_ >= 0) ::close(fd_);
+      throw std::runtime_error("no port to hold");
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~ClosedPort() { ::close(fd_); }
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };

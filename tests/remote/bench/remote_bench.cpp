@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
     rows.push_back({"remote hit (loopback; verified, written to disk)", first_calls(c, n, arch),
                     counts(c.stats())});
   }
-  const std::string refused = "redis://127.0.0.1:" + std::to_string(kjit_test::free_port());
+  const kjit_test::ClosedPort closed;  // refuses connections; no one else can take it
+  const std::string refused = "redis://127.0.0.1:" + std::to_string(closed.port());
   {
     TempFolder d;
     kjit::Compiler c(options(d.path, refused));
