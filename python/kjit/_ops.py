@@ -180,7 +180,8 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
         M, K, N = sizes
         if out is None:
             out = empty_f32(x, (1, N, M, 1))  # the result is float32 whatever gamma is
-        if stream is None and is_torch(x) and isinstance(num_groups, int) and num_groups > 0:
+        if (stream is None and is_torch(x) and x.get_device() >= 0 and isinstance(num_groups, int)
+                and num_groups > 0):
             # The call's scratch memory from PyTorch's allocator, on the stream the call runs on:
             # inside a CUDA graph capture it comes from the graph's pool, so a captured call needs
             # no kjit workspace reserved for the capture stream.

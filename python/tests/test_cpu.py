@@ -126,7 +126,8 @@ def test_linear_gn_min_validation():
         with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
             kjit.linear_gn_min(x, w, v, v, v, v, 8, precision=precision)
     bf = np.zeros((16, 32), np.float16)  # numpy has no bfloat16: the dtype rule names it
-    with pytest.raises(kjit.InvalidArgumentError, match="must be bfloat16 .precision='bf16-inputs'"):
+    with pytest.raises(kjit.InvalidArgumentError,
+                       match="must be bfloat16 .precision='bf16-inputs'"):
         kjit.linear_gn_min(bf, w, v, v, v, v, 8, precision="bf16-inputs")
 
 
@@ -491,3 +492,24 @@ def test_kernel_device_forms():
         assert e.value.field == "device"
     with pytest.raises(kjit.InvalidArgumentError, match="device must be an int"):
         kjit.kernel(GOOD, "scale", types=["float32"], values=[3], device="cpu")
+
+
+def test_linear_gn_min_allocates_no_workspace_for_a_cpu_tensor(monkeypatch):
+    # The torch path sizes its workspace (the seed in fp32x3: 0.65 GB) before the native checks:
+    # a CPU tensor, refused there, must not get one allocated first.
+    import types
+    from kjit import _tensors
+    allocated = []
+
+    def empty(shape, dtype=None, device=None):
+        allocated.append(shape)
+        return np.empty(shape, np.float32 if dtype == "f32" else np.uint8)
+
+    monkeypatch.setattr(_tensors, "_torch_tensor", _FakeTorchTensor)
+    monkeypatch.setattr(_tensors, "_to_dlpack", lambda t: t.__dlpack__())
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(
+        empty=empty, float32="f32", uint8="u8", empty_like=np.empty_like))
+    x, w, v = (f32(*s).view(_FakeTorchTensor) for s in ((16, 32), (64, 32), (64,)))
+    with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
+        kjit.linear_gn_min(x, w, v, v, v, v, 8, precision="fp32x3")
+    assert allocated == [(1, 64, 16, 1)]  # the result only, no workspace
