@@ -23,6 +23,12 @@ uint64_t elapsed_us(int64_t t0_ns) {
   return static_cast<uint64_t>((detail::CircuitBreaker::now_ns() - t0_ns) / 1000);
 }
 
+uint64_t entry_bytes(const Entry& e) {
+  uint64_t n = e.payload.size() + e.label.size();
+  for (const auto& kv : e.metadata) n += kv.first.size() + kv.second.size();
+  return n;
+}
+
 void raise_max(std::atomic<uint64_t>& m, uint64_t v) {
   uint64_t cur = m.load(std::memory_order_relaxed);
   while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
@@ -222,16 +228,28 @@ bool RemoteCache::publish(const Key& k, const Entry& entry) {
     ++m.publish_dropped;
     return false;
   }
+  const uint64_t bytes = entry_bytes(entry);
+  if (bytes > m.opts.max_value_bytes) {  // could never be stored: not even copied
+    ++m.oversized;
+    return false;
+  }
   std::lock_guard<std::mutex> lock(m.queue_mu);
-  if (m.stopping || m.queue.size() >= m.opts.publish_queue || m.breaker.resting()) {
+  if (m.stopping || m.queue.size() >= m.opts.publish_queue || m.breaker.resting() ||
+      (!m.queue.empty() && m.queued_bytes + bytes > m.opts.max_value_bytes)) {
     ++m.publish_dropped;
     return false;
   }
+  bool queued = false;
   try {
-    m.queue.push_back({k, entry});
+    m.queue.push_back({k, entry, bytes});
+    m.queued_bytes += bytes;
+    queued = true;
     if (!m.publisher.joinable()) m.publisher = std::thread([&m] { m.publisher_loop(); });
   } catch (const std::exception&) {  // bad_alloc, or no thread could be made
-    if (!m.queue.empty()) m.queue.pop_back();
+    if (queued) {
+      m.queue.pop_back();
+      m.queued_bytes -= bytes;
+    }
     ++m.publish_dropped;
     return false;
   }
@@ -246,6 +264,7 @@ void RemoteCache::Impl::publisher_loop() {
     if (queue.empty()) return;  // stopping, and everything queued was tried
     Pending p = std::move(queue.front());
     queue.pop_front();
+    queued_bytes -= p.bytes;
     in_flight = true;
     lock.unlock();
     std::string why;              // counted; the first failure of the tier was printed once

@@ -36,10 +36,14 @@ struct RemoteCache::Impl {
   struct Pending {
     Key key;
     Entry entry;
+    uint64_t bytes;  // entry_bytes(entry)
   };
   std::mutex queue_mu;
   std::condition_variable queue_cv;
   std::deque<Pending> queue;
+  // The queue's entries' bytes: at most max_value_bytes (beyond one entry), so that a slow server
+  // cannot make publish_queue entries of up to max_value_bytes each pile up in memory.
+  uint64_t queued_bytes = 0;
   bool in_flight = false, stopping = false;
   std::thread publisher;  // started by the first publish
 

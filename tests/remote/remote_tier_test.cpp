@@ -506,6 +506,29 @@ TEST_CASE("redis: a full publish queue drops (counted); a forked child leaves it
   CHECK(parent.remote()->stats().misses == 1);
 }
 
+TEST_CASE("redis: while the server is slow, the publish queue holds at most max_value_bytes") {
+  RedisServer server;
+  TempDir dir;
+  Options o = with_remote(dir.path(), server.url());
+  o.remote.max_value_bytes = 1 << 20;
+  o.remote.failures_to_open = 100;  // no breaker: the queue's own bound is what drops
+  DiskCache cache(o);
+  CHECK_FALSE(cache.get(key_of("warm")));  // connected
+  server.pause();
+  constexpr int kPuts = 12;  // fewer than publish_queue (64): the count alone would take all
+  for (int i = 0; i < kPuts; ++i)
+    CHECK(cache.put(key_of("big " + std::to_string(i)), entry_of(std::string(300 << 10, 'b'))));
+  const RemoteStats s = cache.remote()->stats();
+  server.resume();
+  // 1 MiB holds three of them, and one more may be in flight: the rest are dropped, counted.
+  CHECK(s.publish_dropped >= kPuts - 4);
+  CHECK(s.published == 0);
+  // An entry that could never be stored is not even queued.
+  CHECK(cache.put(key_of("huge"), entry_of(std::string(2 << 20, 'h'))));
+  CHECK(cache.remote()->stats().oversized == 1);
+  REQUIRE(cache.remote()->flush(std::chrono::seconds(5)));
+}
+
 TEST_CASE("redis: threads share one tier: lookups, compiles under the lease, publishes") {
   RedisServer server;
   TempDir a, b;
