@@ -61,13 +61,15 @@ def _(x, weight=None, bias=None, eps=1e-5, activation="none"):
 
 
 @torch.library.custom_op("kjit::rms_norm", mutates_args=())
-def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
+def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: Optional[float] = None,
              activation: str = "none") -> Tensor:
-    return _ops._norm(1, x, weight, None, eps, None, activation, None, None, None)
+    # eps None: the dtype's machine epsilon, as F.rms_norm and kjit.rms_norm.
+    return _ops._norm(1, x, weight, None, _ops._rms_eps(x, eps), None, activation, None, None,
+                      None)
 
 
 @rms_norm.register_fake
-def _(x, weight=None, eps=1e-6, activation="none"):
+def _(x, weight=None, eps=None, activation="none"):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -85,13 +87,14 @@ def _(x, residual, weight=None, bias=None, eps=1e-5, activation="none"):
 
 
 @torch.library.custom_op("kjit::add_rms_norm", mutates_args=())
-def add_rms_norm(x: Tensor, residual: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
-                 activation: str = "none") -> Tuple[Tensor, Tensor]:
-    return _ops._norm(1, x, weight, None, eps, residual, activation, None, None, None)
+def add_rms_norm(x: Tensor, residual: Tensor, weight: Optional[Tensor] = None,
+                 eps: Optional[float] = None, activation: str = "none") -> Tuple[Tensor, Tensor]:
+    return _ops._norm(1, x, weight, None, _ops._rms_eps(x, eps), residual, activation, None, None,
+                      None)
 
 
 @add_rms_norm.register_fake
-def _(x, residual, weight=None, eps=1e-6, activation="none"):
+def _(x, residual, weight=None, eps=None, activation="none"):
     like = torch.empty_like(x, memory_format=torch.contiguous_format)
     return like, torch.empty_like(like)
 
