@@ -86,13 +86,16 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < entries.size(); ++i)
       write_file(root / "entry" / ("seed" + std::to_string(i)),
                  detail::serialize_entry(entries[i].first, entries[i].second));
-    // fuzz_remote_value's first byte: 0 = a value as is, 1 = re-signed, 2 = a URL. Its fleet key.
-    const std::string fleet(32, 'f');
+    // fuzz_remote_value's first byte: 0 = a value as is, 1 = re-signed, 2 = a URL. Mode 1 seeds
+    // are sealed with the fuzzer's fleet key; mode 0 ones with another key (a value someone else
+    // signed), since mode 0 asserts that nothing it reads opens.
+    const std::string fleet(32, 'f'), other(32, 'o');
     for (size_t i = 0; i < entries.size(); ++i)
       for (char mode : {'\0', '\1'})
         write_file(
             root / "remote_value" / ("seed" + std::to_string(i) + "-mode" + std::to_string(mode)),
-            mode + detail::seal_value(fleet, entries[i].first, entries[i].second));
+            mode + detail::seal_value(mode == '\1' ? fleet : other, entries[i].first,
+                                      entries[i].second));
     const char* const urls[] = {"redis://127.0.0.1:6379/0", "redis://:pa%40ss@cache:7000/3",
                                 "redis://user:secret@[::1]:6380", "rediss://h"};
     for (size_t i = 0; i < std::size(urls); ++i)
