@@ -2,6 +2,7 @@
 // F.rms_norm(x, [width], weight), no residual, no activation (what bench.py compares with). The
 // op's registry entry gives the bench case (operands, float64 reference); the generic harness
 // checks and times it (op_bench.cpp).
+#include <iterator>
 #include <memory>
 
 #include "cases.hpp"
@@ -45,6 +46,11 @@ class PinnedNorm : public kjit::op::OpProblem {
              const kjit::ops::LayerNormConfig& c)
       : op_(op), p_(p) {
     opt_.config = c;
+    // Where each operand sits among the op's, by name (-1: the problem has none).
+    const std::vector<kjit::op::Operand> ops = op_.operands();
+    for (size_t i = 0; i < ops.size(); ++i)
+      for (size_t k = 0; k < std::size(kNames); ++k)
+        if (ops[i].name == kNames[k]) slot_[k] = static_cast<int>(i);
   }
   std::string describe() const override { return op_.describe(); }
   std::vector<kjit::Spec> specs_for(const kjit::Target& t, bool aligned, bool) const override {
@@ -54,10 +60,9 @@ class PinnedNorm : public kjit::op::OpProblem {
   std::string prepare(kjit::Runtime& rt, bool, CUstream) const override {
     return kjit::ops::prepare_layer_norm(rt, p_, opt_).describe();
   }
-  // The bench cases' operands: x, weight, [bias], y (no residual).
   void run(kjit::Runtime& rt, const std::vector<void*>& v, bool, CUstream stream) const override {
-    kjit::ops::layer_norm(rt, p_, v[0], nullptr, v[p_.has_bias ? 3 : 2], nullptr, v[1],
-                          p_.has_bias ? v[2] : nullptr, opt_, stream);
+    auto at = [&](int k) { return slot_[k] < 0 ? nullptr : v[static_cast<size_t>(slot_[k])]; };
+    kjit::ops::layer_norm(rt, p_, at(0), at(1), at(4), at(5), at(2), at(3), opt_, stream);
   }
   std::vector<kjit::op::Expected> reference(
       const std::vector<std::vector<float>>& in) const override {
@@ -66,9 +71,11 @@ class PinnedNorm : public kjit::op::OpProblem {
   double min_bytes() const override { return op_.min_bytes(); }
 
  private:
+  static constexpr const char* kNames[] = {"x", "residual", "weight", "bias", "y", "sum"};
   const kjit::op::OpProblem& op_;
   LayerNormProblem p_;
   kjit::ops::LayerNormOptions opt_;
+  int slot_[6] = {-1, -1, -1, -1, -1, -1};
 };
 
 }  // namespace

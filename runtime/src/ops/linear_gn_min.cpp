@@ -252,7 +252,6 @@ void build_second_gemm(Runtime& rt, LgmState& st, LgmGemm* g) {
   ContextGuard guard(rt.context());
   const auto best = lt::heuristic(h, desc, g->a2, g->b2, g->d, g->d, pref, 1);
   g->algo2 = best[0].algo;
-  g->workspace2 = best[0].workspaceSize;
 }
 
 bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,

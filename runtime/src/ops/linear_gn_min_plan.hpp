@@ -48,7 +48,6 @@ struct LgmGemm {
   int64_t pitch = 0;     // floats per part of a split row
   kjit::detail::lt::Layout a2, b2;
   cublasLtMatmulAlgo_t algo2{};
-  size_t workspace2 = 0;
 };
 
 // The workspace of a call: Y, the row minima, (Fp32x3) the split x, cuBLASLt's, then (Fp32x3
