@@ -23,6 +23,10 @@
 // bias lb[c] to every value as it reads it (in fp32, as the epilogue would). Some shapes get a
 // faster cuBLASLt kernel without the epilogue, and the add costs nothing here.
 //
+// kScaled (with kLinBias): y is Fp32x3's split GEMM of rows scaled by powers of two
+// (kjit/f16_split.cuh), and the kernel multiplies y[m, c] by 2^(row_exp[m] + col_exp[c]) as it
+// reads it, before it adds lb: exact, the scales being powers of two. Unused otherwise (null).
+//
 // The file includes no toolkit header (so NVRTC stays fast), and it also compiles as host C++ for
 // kjit's CPU emulation test.
 #pragma once
@@ -130,11 +134,13 @@ struct Traits {
 // than a warp read them at a stride of kCg (from global memory that would touch a cache line per
 // lane and instruction).
 template <int kN, int kG, int kThreads, int kSlice, int kSub, int kSeq, int kVec, bool kPad,
-          bool kSmem, bool kAffineSmem, bool kOutVec, bool kLinBias, bool kSplit>
+          bool kSmem, bool kAffineSmem, bool kOutVec, bool kLinBias, bool kSplit, bool kScaled>
 __global__ void __launch_bounds__(kThreads)
     gn_min_fwd(const float* __restrict__ y, const float* __restrict__ lb,
                const float* __restrict__ gamma, const float* __restrict__ beta,
-               const float* __restrict__ bias, float eps, float* __restrict__ out, long long M) {
+               const float* __restrict__ bias, float eps, float* __restrict__ out, long long M,
+               const int* __restrict__ row_exp, const int* __restrict__ col_exp) {
+  static_assert(!kScaled || kLinBias, "the bias is added after the scales are undone");
   // kOutVec means the broadcast kernel's stores when kSplit.
   using T = gnmin::Traits<kN, kG, kThreads, kSlice, kSub, kSeq, kVec, kPad, kSmem, kAffineSmem,
                           kOutVec && !kSplit>;
@@ -179,6 +185,13 @@ __global__ void __launch_bounds__(kThreads)
         }
       } else {
         r[i][0] = e < valid ? src[e] : 0.f;
+      }
+      if constexpr (kScaled) {
+        KJIT_GN_MIN_UNROLL
+        for (int j = 0; j < kVec; ++j)
+          if (e + j < valid)
+            r[i][j] =
+                ldexpf(r[i][j], __ldg(row_exp + mb + (e + j) / kN) + __ldg(col_exp + (e + j) % kN));
       }
     }
   };
@@ -228,6 +241,9 @@ __global__ void __launch_bounds__(kThreads)
       auto val = [&](int c) -> float {
         if constexpr (kSmem) {
           return buf[T::sidx(slice * kN + c0 + c)];
+        } else if constexpr (kScaled) {
+          return ldexpf(grow[c0 + c], __ldg(row_exp + mb + slice) + __ldg(col_exp + c0 + c)) +
+                 __ldg(lb + c0 + c);
         } else if constexpr (kLinBias) {
           return grow[c0 + c] + __ldg(lb + c0 + c);
         } else {

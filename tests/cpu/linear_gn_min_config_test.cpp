@@ -132,12 +132,17 @@ TEST_CASE("linear_gn_min bias_add names and the kernel variants each mode builds
                        doctest::Contains("bias_add 'later' must be auto, epilogue or kernel"),
                        kjit::Error);
   using V = std::vector<bool>;
-  auto adds = kjit::ops::linear_gn_min_kernel_adds_bias;
+  auto adds = [](LinearBiasAdd b, bool tune, Precision pr = Precision::Fp32) {
+    return kjit::ops::linear_gn_min_kernel_adds_bias(b, tune, pr);
+  };
   CHECK(adds(LinearBiasAdd::Auto, false) == V{false});  // the epilogue, untuned
   CHECK(adds(LinearBiasAdd::Auto, true) == V{false, true});
   CHECK(adds(LinearBiasAdd::Epilogue, true) == V{false});
   CHECK(adds(LinearBiasAdd::Kernel, false) == V{true});
   CHECK(adds(LinearBiasAdd::Kernel, true) == V{true});
+  // fp32x3: only the kernel (it adds the bias after undoing the split's scales).
+  CHECK(adds(LinearBiasAdd::Auto, false, Precision::Fp32x3) == V{true});
+  CHECK(adds(LinearBiasAdd::Auto, true, Precision::Fp32x3) == V{true});
 }
 
 TEST_CASE("linear_gn_min names, output shape and workspace size") {
@@ -146,9 +151,9 @@ TEST_CASE("linear_gn_min names, output shape and workspace size") {
   CHECK(std::string(kjit::ops::precision_name(Precision::Bf16Inputs)) == "bf16-inputs");
   for (Precision pr : {Precision::Fp32, Precision::Tf32, Precision::Bf16Inputs})
     CHECK(kjit::ops::parse_precision(kjit::ops::precision_name(pr)) == pr);
-  CHECK_THROWS_WITH_AS(kjit::ops::parse_precision("fp64"),
-                       doctest::Contains("precision 'fp64' must be fp32, tf32, bf16-inputs or fp32x3"),
-                       kjit::Error);
+  CHECK_THROWS_WITH_AS(
+      kjit::ops::parse_precision("fp64"),
+      doctest::Contains("precision 'fp64' must be fp32, tf32, bf16-inputs or fp32x3"), kjit::Error);
   const LinearGnMinProblem seed = problem(1024, 8192, 8192, 512);
   CHECK(seed.output_shape() == std::vector<int64_t>{1, 8192, 1024, 1});
   CHECK(seed.describe() == "M=1024 K=8192 N=8192 G=512 fp32");
@@ -309,13 +314,17 @@ TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random spec
   for (int i = 0; i < 32; ++i)
     problems.push_back({random_problem(), kjit_test::uniform(0, 3) != 0});
   for (size_t i = 0; i < problems.size(); ++i) {
-    const auto& [p, aligned] = problems[i];
+    auto [p, aligned] = problems[i];
+    // Every fourth in fp32x3: the kernel undoes the split's scales (and adds the bias).
+    if (i % 4 == 2) p.precision = kjit::ops::Precision::Fp32x3;
     const auto cands = kjit::ops::gn_min_candidates(p, 90, 132, aligned);
     const GnMinConfig& c = i < 9 ? cands.front()
                                  : cands[static_cast<size_t>(kjit_test::uniform(
                                        0, static_cast<int64_t>(cands.size()) - 1))];
     GnMinConfig cl = c;
-    cl.linear_bias = i % 3 == 1;  // the plan's choice when the GEMM runs without the epilogue
+    // The plan's choice when the GEMM runs without the epilogue (fp32x3's always).
+    cl.linear_bias = i % 3 == 1 || cl.scaled;
+    kjit::ops::validate(p, cl);
     for (const kjit::Spec& s : kjit::ops::gn_min_specs(p, cl)) {  // + the broadcast when split
       CAPTURE(s.instantiation());
       const kjit::CompiledKernel k = probe.compile(s, i % 8 == 7 ? "sm_80" : "sm_90");
@@ -326,8 +335,9 @@ TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random spec
   MESSAGE(probe.summary("gn_min specializations"));
   CHECK(probe.count() >= 30);
   // The instantiation names the specialization in the order the template takes it.
-  CHECK(kjit::ops::gn_min_spec(problem(1024, 8192, 8192, 512),
-                               kjit::ops::gn_min_heuristic(problem(1024, 8192, 8192, 512), 90))
-            .instantiation() ==
-        "kjit::gn_min_fwd<8192, 512, 512, 512, 1, 2, 4, true, true, true, true, false, true>");
+  CHECK(
+      kjit::ops::gn_min_spec(problem(1024, 8192, 8192, 512),
+                             kjit::ops::gn_min_heuristic(problem(1024, 8192, 8192, 512), 90))
+          .instantiation() ==
+      "kjit::gn_min_fwd<8192, 512, 512, 512, 1, 2, 4, true, true, true, true, false, true, false>");
 }

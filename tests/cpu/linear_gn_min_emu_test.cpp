@@ -184,7 +184,8 @@ Reference reference(int64_t M, int N, int G, const float* y, const std::vector<f
 }
 
 template <int kN, int kG, int kThreads, int kSlice, int kSub, int kSeq, int kVec, bool kPad,
-          bool kSmem, bool kAffine, bool kOutVec, bool kLinBias = false, bool kSplit = false>
+          bool kSmem, bool kAffine, bool kOutVec, bool kLinBias = false, bool kSplit = false,
+          bool kScaled = false>
 struct Case {
   static GnMinConfig config() {
     GnMinConfig c;
@@ -199,6 +200,7 @@ struct Case {
     c.out_vec = kOutVec;
     c.linear_bias = kLinBias;
     c.split = kSplit;
+    c.scaled = kScaled;
     return c;
   }
 
@@ -208,7 +210,8 @@ struct Case {
            ", " + std::to_string(kSeq) + ", " + std::to_string(kVec) + ", " +
            (kPad ? "true" : "false") + ", " + (kSmem ? "true" : "false") + ", " +
            (kAffine ? "true" : "false") + ", " + (kOutVec ? "true" : "false") + ", " +
-           (kLinBias ? "true" : "false") + ", " + (kSplit ? "true" : "false") + ">";
+           (kLinBias ? "true" : "false") + ", " + (kSplit ? "true" : "false") + ", " +
+           (kScaled ? "true" : "false") + ">";
   }
 
   // M rows; nan_row >= 0 puts a NaN into that row (torch.min propagates it); out_offset shifts
@@ -219,6 +222,7 @@ struct Case {
     p.K = 1;
     p.N = kN;
     p.G = kG;
+    if (kScaled) p.precision = kjit::ops::Precision::Fp32x3;
     const GnMinConfig c = config();
     CAPTURE(name());
     CAPTURE(M);
@@ -236,6 +240,18 @@ struct Case {
     float* y = reinterpret_cast<float*>(ystore.data());
     for (int64_t i = 0; i < M * kN; ++i) y[i] = 3.f + 2.f * d(gen);
     if (nan_row >= 0 && nan_row < M) y[nan_row * kN + kN / 2] = NAN;
+    // kScaled: y as the split GEMM leaves it, y[m, c] * 2^-(row_exp[m] + col_exp[c]); the kernel
+    // undoes the powers of two exactly, so the reference sees the values above.
+    const std::vector<float> y_true(y, y + M * kN);
+    std::vector<int> row_exp(static_cast<size_t>(M)), col_exp(kN);
+    if (kScaled) {
+      std::uniform_int_distribution<int> ex(-40, 40);
+      for (int& e : row_exp) e = ex(gen);
+      for (int& e : col_exp) e = ex(gen);
+      for (int64_t i = 0; i < M * kN; ++i)
+        y[i] = std::ldexp(
+            y[i], -(row_exp[static_cast<size_t>(i / kN)] + col_exp[static_cast<size_t>(i % kN)]));
+    }
     std::vector<float> ga(kN), be(kN), bias(kN), lb(kN, 0.f);
     for (int i = 0; i < kN; ++i) {
       ga[i] = 0.8f + 0.5f * d(gen);
@@ -275,9 +291,10 @@ struct Case {
           threadIdx.x = static_cast<unsigned>(t);
           blockIdx.x = static_cast<unsigned>(b);
           kjit::gn_min_fwd<kN, kG, kThreads, kSlice, kSub, kSeq, kVec, kPad, kSmem, kAffine,
-                           kOutVec, kLinBias, kSplit>(
+                           kOutVec, kLinBias, kSplit, kScaled>(
               y, kLinBias ? lb.data() : nullptr, ga.data(), be.data(), bias.data(), eps,
-              kSplit ? mins.data() : out, static_cast<long long>(M));
+              kSplit ? mins.data() : out, static_cast<long long>(M),
+              kScaled ? row_exp.data() : nullptr, kScaled ? col_exp.data() : nullptr);
         });
       for (auto& th : threads) th.join();
       for (size_t i = smem; i < smem + 64; i += 4) {
@@ -295,7 +312,7 @@ struct Case {
     for (size_t i = n_out; i < n_out + 16; ++i) CHECK(bits(out[i]) == kCanary);  // no overrun
 
     // The kernel adds lb in fp32, as cuBLASLt's bias epilogue does: the reference sees the same Y.
-    std::vector<float> yb(y, y + M * kN);
+    std::vector<float> yb = y_true;
     for (int64_t i = 0; i < M * kN; ++i)
       yb[static_cast<size_t>(i)] += lb[static_cast<size_t>(i % kN)];
     const Reference ref = reference(M, kN, kG, yb.data(), ga, be, bias, eps);
@@ -372,6 +389,12 @@ TEST_CASE("emulated gn_min: the Linear's bias added by the kernel, staged and gl
   Case<256, 16, 128, 16, 1, 2, 4, false, true, true, true, true>::run_all();
   Case<300, 3, 128, 128, 32, 2, 1, false, false, false, false, true>::run_all();
   Case<6, 3, 32, 2, 1, 2, 4, true, true, true, true, true>::run_all();
+}
+TEST_CASE("emulated gn_min: fp32x3's scaled Y, the powers of two undone as rows are read") {
+  Case<96, 4, 64, 32, 8, 3, 4, true, true, false, false, true, false, true>::run_all();
+  Case<300, 3, 128, 128, 32, 2, 1, false, false, false, false, true, false, true>::run_all();
+  Case<256, 16, 128, 16, 1, 2, 4, true, true, true, true, true, true, true>::run_all();
+  Case<45, 9, 32, 4, 1, 1, 1, true, true, true, true, true, true, true>::run_all();
 }
 TEST_CASE("emulated gn_min: split into row minima and the broadcast kernel") {
   Case<256, 16, 128, 16, 1, 2, 4, true, true, true, true, false, true>::run_all();

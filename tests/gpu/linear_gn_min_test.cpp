@@ -25,6 +25,7 @@
 #include <random>
 #include <thread>
 
+#include "f16_split_host.hpp"
 #include "gpu_env.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "test_util.hpp"
@@ -312,9 +313,31 @@ Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>&
   const bool epilogue = bias_add == kjit::ops::LinearBiasAdd::Auto
                             ? kjit::ops::prepare_linear_gn_min(rt, p, opt).gemm_bias_epilogue
                             : bias_add == kjit::ops::LinearBiasAdd::Epilogue;
+  // Fp32x3's Y is the product of the scaled rows: undo 2^-(exps_x[m] + exps_w[c]) as the kernel
+  // does. The exponents follow the split rows (linear_gn_min_split_bytes): x's in the workspace
+  // after Y and the minima, W's in the pack or after cuBLASLt's part.
+  std::vector<int32_t> xe, we;
+  if (pr == Precision::Fp32x3) {
+    auto r256 = [](size_t v) { return (v + 255) / 256 * 256; };
+    const size_t pitch = static_cast<size_t>(kjit::ops::linear_gn_min_split_pitch(d.K));
+    const size_t xs = r256(static_cast<size_t>(d.M * d.N) * 4) + r256(static_cast<size_t>(d.M) * 4);
+    xe.resize(static_cast<size_t>(d.M));
+    we.resize(static_cast<size_t>(d.N));
+    ws.download(xe.data(), xe.size() * 4, xs + static_cast<size_t>(d.M) * 2 * pitch * 2);
+    const size_t w_rows = static_cast<size_t>(d.N) * 2 * pitch * 2;
+    if (pack)
+      pack->buffer().download(we.data(), we.size() * 4, w_rows);
+    else
+      ws.download(we.data(), we.size() * 4,
+                  xs + kjit::ops::linear_gn_min_split_bytes(d.M, d.K) +
+                      kjit::ops::kLinearGnMinGemmWorkspace + w_rows);
+  }
   for (int64_t m : rows) {
     std::vector<float> row(static_cast<size_t>(d.N));
     ws.download(row.data(), row.size() * 4, static_cast<size_t>(m * d.N) * 4);
+    if (!xe.empty())
+      for (size_t c = 0; c < row.size(); ++c)
+        row[c] = std::ldexp(row[c], xe[static_cast<size_t>(m)] + we[c]);
     if (!epilogue)
       for (size_t c = 0; c < row.size(); ++c) row[c] += d.lb[c];
     r.y.push_back(std::move(row));
@@ -976,18 +999,6 @@ TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
 
 namespace {
 
-// The host form of cvt.rna.tf32.f32 (tests/cpu/linear_gn_min_split_test.cpp checks it against a
-// float64 reference on every binade): half a TF32 ulp added to the magnitude, then truncated.
-float rna_tf32(float a) {
-  uint32_t u;
-  std::memcpy(&u, &a, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u) return a;
-  u = (u + 0x1000u) & 0xffffe000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
 std::string spread(std::vector<double> v) {
   if (v.empty()) return "-";
   std::sort(v.begin(), v.end());
@@ -997,6 +1008,13 @@ std::string spread(std::vector<double> v) {
   return buf;
 }
 
+// fp32x3 refuses bias_add = epilogue (its kernel adds the bias after undoing the scales).
+kjit::ops::LinearBiasAdd split_mode(kjit::ops::LinearBiasAdd b, Precision pr) {
+  return pr == Precision::Fp32x3 && b == kjit::ops::LinearBiasAdd::Epilogue
+             ? kjit::ops::LinearBiasAdd::Kernel
+             : b;
+}
+
 kjit::ops::LinearGnMinWeights pack_of(const Data& d, const Device& dev, CUstream stream) {
   return kjit::ops::prepack_linear_gn_min(runtime(), d.N, d.K, Precision::Fp32x3,
                                           static_cast<const float*>(dev.wp()), stream);
@@ -1004,24 +1022,32 @@ kjit::ops::LinearGnMinWeights pack_of(const Data& d, const Device& dev, CUstream
 
 }  // namespace
 
-TEST_CASE("linear_gn_min fp32x3: the device's split is cvt.rna (ties away) and hi + lo == W") {
+TEST_CASE(
+    "linear_gn_min fp32x3: the device's split rows and exponents are the host's, bit for bit") {
+  // tests/cpu/linear_gn_min_split_test.cpp checks the host's functions against float64.
   auto& rt = runtime();
   kjit::Stream stream(rt);
   struct S {
     int64_t N, K;
     size_t offset;  // bytes past a 256-byte boundary: 4 takes the scalar kernel
   };
-  for (const S& s : {S{37, 8192, 0}, S{5, 7, 4}, S{11, 100, 16}, S{3, 1, 0}, S{9, 130, 4}}) {
+  for (const S& s :
+       {S{37, 8192, 0}, S{5, 7, 4}, S{11, 100, 16}, S{3, 1, 0}, S{9, 130, 4}, S{4, 3000, 0}}) {
     CAPTURE(s.K);
     CAPTURE(s.offset);
     std::vector<float> w(static_cast<size_t>(s.N * s.K));
     Rng r{kjit_test::seed() + static_cast<uint64_t>(s.K)};
     for (size_t i = 0; i < w.size(); ++i) {
-      // Every binade below the largest TF32 value (subnormals too), exact ties, zeros.
+      // Every finite binade (subnormals too), zeros, infs and NaNs; a zero row and a row of tiny
+      // values among them.
       uint32_t u = static_cast<uint32_t>(r.next());
-      if (i % 4 == 1) u = (u & 0xffffe000u) | 0x1000u;
+      const int64_t row = static_cast<int64_t>(i) / s.K;
+      if (row % 4 != 3)
+        u = (u & 0x87ffffffu) | 0x38000000u;  // |a| in [2^-15, 2^16): one row's range
       if (i % 17 == 3) u &= 0x80000000u;
-      if ((u & 0x7fffffffu) >= 0x7f7ff000u) u &= 0xbfffffffu;  // below 2^1 after this
+      if (i % 101 == 7) u = 0x7f800000u | (u & 0x80000000u) | (i % 2 ? 0u : 1u);  // inf or NaN
+      if (row == 1) u = 0;
+      if (row == 2) u &= 0x807fffffu;  // subnormals only
       std::memcpy(&w[i], &u, 4);
     }
     kjit::DeviceBuffer buf(rt, w.size() * 4 + 256);
@@ -1030,28 +1056,43 @@ TEST_CASE("linear_gn_min fp32x3: the device's split is cvt.rna (ties away) and h
     const auto pack = kjit::ops::prepack_linear_gn_min(rt, s.N, s.K, Precision::Fp32x3, wp, stream);
     stream.synchronize();
     const int64_t pitch = kjit::ops::linear_gn_min_split_pitch(s.K);
-    REQUIRE(pack.bytes() == static_cast<size_t>(s.N * 2 * pitch) * 4);
+    REQUIRE(pack.bytes() == kjit::ops::linear_gn_min_split_bytes(s.N, s.K));
     CHECK(pack.N() == s.N);
     CHECK(pack.K() == s.K);
     CHECK(pack.precision() == Precision::Fp32x3);
-    std::vector<float> got(pack.bytes() / 4);
+    std::vector<unsigned char> got(pack.bytes());
     pack.buffer().download(got.data(), pack.bytes());
+    auto half_at = [&](int64_t n, int64_t k) {
+      unsigned short h;
+      std::memcpy(&h, got.data() + static_cast<size_t>((n * 2 * pitch + k) * 2), 2);
+      return h;
+    };
     int bad = 0;
-    for (int64_t n = 0; n < s.N && bad < 5; ++n)
+    for (int64_t n = 0; n < s.N && bad < 5; ++n) {
+      float amax = 0;
+      for (int64_t k = 0; k < s.K; ++k) {
+        const float a = w[static_cast<size_t>(n * s.K + k)];
+        if (std::isfinite(a)) amax = std::max(amax, std::fabs(a));
+      }
+      const int e = kjit::f16split::scale_exponent(amax);
+      int32_t exp_got;
+      // The exponents follow the N split rows.
+      std::memcpy(&exp_got, got.data() + static_cast<size_t>(s.N * 2 * pitch * 2 + n * 4), 4);
+      if (exp_got != -e) {
+        ++bad;
+        FAIL_CHECK("row ", n, ": exponent ", exp_got, ", want ", -e);
+      }
       for (int64_t k = 0; k < pitch && bad < 5; ++k) {
-        const float hi = got[static_cast<size_t>(n * 2 * pitch + k)];
-        const float lo = got[static_cast<size_t>(n * 2 * pitch + pitch + k)];
         const float a = k < s.K ? w[static_cast<size_t>(n * s.K + k)] : 0.f;
-        uint32_t hb, wb;
-        const float want = rna_tf32(a);
-        std::memcpy(&hb, &hi, 4);
-        std::memcpy(&wb, &want, 4);
-        if (hb != wb || lo != a - want || hi + lo != a) {
+        unsigned short hi = 0, lo = 0;
+        kjit::f16split::split(a, kjit::f16split::pow2(e), hi, lo);
+        if (half_at(n, k) != hi || half_at(n, pitch + k) != lo) {
           ++bad;
-          FAIL_CHECK("row ", n, " column ", k, ": a = ", a, " hi = ", hi, " (want ", want,
-                     ") lo = ", lo);
+          FAIL_CHECK("row ", n, " column ", k, ": a = ", a, " hi/lo bits ", half_at(n, k), "/",
+                     half_at(n, pitch + k), ", want ", hi, "/", lo);
         }
       }
+    }
   }
 }
 
@@ -1100,7 +1141,7 @@ TEST_CASE("linear_gn_min fp32x3: 110 random problems against float64, fp32 and t
       for (size_t i = w; i < cases.size(); i += workers)
         for (Precision pr : {Precision::Fp32x3, Precision::Fp32, Precision::Tf32}) {
           LinearGnMinOptions o;
-          o.bias_add = cases[i].bias_add;
+          o.bias_add = split_mode(cases[i].bias_add, pr);
           kjit::ops::prepare_linear_gn_min(runtime(), problem_of(cases[i].d, pr), o);
         }
     }));
@@ -1116,8 +1157,8 @@ TEST_CASE("linear_gn_min fp32x3: 110 random problems against float64, fp32 and t
     std::optional<kjit::ops::LinearGnMinWeights> pack;
     if (i % 2 == 0) pack.emplace(pack_of(cs.d, dev, stream));
     packed_count += pack ? 1 : 0;
-    const Run r = run_op(cs.d, Precision::Fp32x3, dev, ref.rows, true, stream, false, cs.bias_add,
-                         pack ? &*pack : nullptr);
+    const Run r = run_op(cs.d, Precision::Fp32x3, dev, ref.rows, true, stream, false,
+                         split_mode(cs.bias_add, Precision::Fp32x3), pack ? &*pack : nullptr);
     CHECK_MESSAGE(r.guard_ok, describe(cs));
     const Verdict v = judge(cs.d, ref, r);
     check_strict(v, describe(cs) + (pack ? " packed" : " per call"));
@@ -1300,7 +1341,7 @@ TEST_CASE("linear_gn_min fp32x3: autotuning times the split GEMMs and reuses its
   const auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, opt);
   CHECK((info.gemm_source == "autotuned" || info.gemm_source == "cache"));
   CHECK(info.gemm_algo.find("; hi*hi ") != std::string::npos);  // both GEMMs named
-  CHECK(info.split_kernel == "kjit::tf32_split<256, 4, 1000>");
+  CHECK(info.split_kernel == "kjit::f16_split<256, 4, 1000>");
   if (runtime().compiler().disk_cache().mode() == kjit::cache::Mode::ReadWrite) {
     kjit::Runtime rt2;
     const auto again = kjit::ops::prepare_linear_gn_min(rt2, p, opt);

@@ -66,9 +66,9 @@ int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int
                                       int autotune, void* stream, int64_t* bytes);
 
 /* Linear -> GroupNorm -> min -> + bias. precision: "fp32" | "tf32" | "bf16-inputs" (x, weight
- * bf16) | "fp32x3" (split precision, 3xTF32: strict-FP32-class accuracy; W split on every call,
- * or once with kjit_linear_gn_min_prepack). out: [1, n, m, 1] contiguous, out[c*m + r] = min_r +
- * bias[c]. Workspace: kjit's own, one per stream. */
+ * bf16) | "fp32x3" (split precision on FP16 tensor cores: strict-FP32-class accuracy; W split on
+ * every call, or once with kjit_linear_gn_min_prepack). out: [1, n, m, 1] contiguous, out[c*m + r]
+ * = min_r + bias[c]. Workspace: kjit's own, one per stream. */
 int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
@@ -81,10 +81,10 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
 int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64_t k, int64_t n,
                                          int64_t groups, void* stream);
 
-/* A weight prepacked once for precision "fp32x3" (W [n, k] fp32 split into TF32 hi and lo parts,
- * kjit::ops::LinearGnMinWeights), owned by the caller: free it with kjit_linear_gn_min_pack_free.
- * The split is enqueued on `stream` (other streams must wait for it). The pack records n, k and
- * the precision: a kjit_linear_gn_min_packed call for another problem is
+/* A weight prepacked once for precision "fp32x3" (W [n, k] fp32 scaled and split into fp16 hi and
+ * lo, kjit::ops::LinearGnMinWeights), owned by the caller: free it with
+ * kjit_linear_gn_min_pack_free. The split is enqueued on `stream` (other streams must wait for it).
+ * The pack records n, k and the precision: a kjit_linear_gn_min_packed call for another problem is
  * KJIT_ERR_INVALID_ARGUMENT naming both. On error *pack is set to NULL. */
 typedef struct kjit_linear_gn_min_pack kjit_linear_gn_min_pack;
 int kjit_linear_gn_min_prepack(const char* precision, int64_t n, int64_t k, const float* weight,

@@ -46,6 +46,10 @@ void check_options(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
   const auto b = static_cast<int>(opt.bias_add);
   if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
     bad(p, "bias_add", "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
+  if (p.precision == Precision::Fp32x3 && opt.bias_add == LinearBiasAdd::Epilogue)
+    bad(p, "bias_add",
+        "bias_add = epilogue cannot run fp32x3: its GEMM sums scaled rows, and the fused kernel "
+        "adds linear_bias after undoing the scales (use auto or kernel)");
 }
 
 struct Span {
@@ -217,14 +221,16 @@ void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
   g->d = lt::Layout(CUDA_R_32F, N, M, p.N);  // Y [M, N] row-major = N x M column-major
   g->split = p.precision == Precision::Fp32x3;
   if (!g->split) return;
-  // TF32 tensor cores on the split rows (docs/OPS.md, "Split precision").
-  g->compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  // FP16 tensor cores with fp32 accumulation on the split rows (docs/OPS.md, "Split precision").
+  g->ab_type = CUDA_R_16F;
+  g->compute = CUBLAS_COMPUTE_32F;
+  g->bias_epilogue = false;  // the kernel adds the bias after undoing the scales
   g->pitch = linear_gn_min_split_pitch(p.K);
   const auto row = static_cast<uint64_t>(2 * g->pitch);
-  g->a = lt::Layout(CUDA_R_32F, row, N, 2 * g->pitch);  // [hi | lo] of W: all of each row
-  g->b = lt::Layout(CUDA_R_32F, row, M, 2 * g->pitch);  // [lo | hi] of x
-  g->a2 = lt::Layout(CUDA_R_32F, K, N, 2 * g->pitch);   // W's hi part (at offset 0)
-  g->b2 = lt::Layout(CUDA_R_32F, K, M, 2 * g->pitch);   // x's hi part (at offset pitch)
+  g->a = lt::Layout(CUDA_R_16F, row, N, 2 * g->pitch);  // [hi | lo] of W: all of each row
+  g->b = lt::Layout(CUDA_R_16F, row, M, 2 * g->pitch);  // [lo | hi] of x
+  g->a2 = lt::Layout(CUDA_R_16F, K, N, 2 * g->pitch);   // W's hi part (at offset 0)
+  g->b2 = lt::Layout(CUDA_R_16F, K, M, 2 * g->pitch);   // x's hi part (at offset pitch)
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
@@ -268,7 +274,8 @@ void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const Lg
                 LgmGemm* g) {
   init_gemm(p, g);
   g->bias_epilogue =
-      !linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), false).front();
+      !linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), false, p.precision)
+           .front();
   const auto best = gemm_candidates(rt, st, key, *g, 1);
   g->algo = best[0].algo;
   g->workspace = best[0].workspaceSize;
@@ -280,19 +287,20 @@ void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CU
               CUdeviceptr lt_ws, CUstream stream, cublasLtHandle_t h) {
   lt::MatmulDesc desc(g.compute, CUDA_R_32F);
   configure_desc(desc, g, lb);
-  const float alpha = 1.f, beta = 0.f;
+  // The split's lo parts are stored times 2^11 (kjit/f16_split.cuh).
+  const float alpha = g.split ? 0x1p-11f : 1.f, beta = 0.f;
   void* yp = reinterpret_cast<void*>(y);
   lt::check(cublasLtMatmul(h, desc.get(), &alpha, w, g.a.get(), x, g.b.get(), &beta, yp, g.d.get(),
                            yp, g.d.get(), &g.algo, reinterpret_cast<void*>(lt_ws),
                            kLinearGnMinGemmWorkspace, stream),
             "cublasLtMatmul");
   if (!g.split) return;
-  // hi*hi added onto lo*hi + hi*lo (+ lb): x's hi part starts `pitch` floats into its rows.
+  // hi*hi added onto lo*hi + hi*lo: x's hi part starts `pitch` halves into its rows.
   lt::MatmulDesc desc2(g.compute, CUDA_R_32F);
   configure_plain(desc2);
   const float one = 1.f;
-  const void* x_hi = static_cast<const float*>(x) + g.pitch;
-  lt::check(cublasLtMatmul(h, desc2.get(), &alpha, w, g.a2.get(), x_hi, g.b2.get(), &one, yp,
+  const void* x_hi = static_cast<const char*>(x) + g.pitch * 2;
+  lt::check(cublasLtMatmul(h, desc2.get(), &one, w, g.a2.get(), x_hi, g.b2.get(), &one, yp,
                            g.d.get(), yp, g.d.get(), &g.algo2, reinterpret_cast<void*>(lt_ws),
                            kLinearGnMinGemmWorkspace, stream),
             "cublasLtMatmul (split, hi*hi)");
@@ -302,6 +310,7 @@ void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c
                   CUstream stream, LgmPlan* plan) {
   GnMinConfig c = config;
   c.linear_bias = !plan->gemm.bias_epilogue;
+  c.scaled = p.precision == Precision::Fp32x3;
   validate(p, c);
   const size_t smem = gn_min_smem_bytes(p, c);
   if (smem > static_cast<size_t>(rt.props().max_smem_per_block_optin))
@@ -330,14 +339,14 @@ void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c
 
 void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const float* gamma,
                    const float* beta, const float* bias, float eps, float* out, long long M,
-                   CUstream stream) {
+                   CUstream stream, SplitExps exps) {
   const float* yp = reinterpret_cast<const float*>(y);
   if (!plan.config.split) {
-    plan.kernel(stream, plan.launch, yp, lb, gamma, beta, bias, eps, out, M);
+    plan.kernel(stream, plan.launch, yp, lb, gamma, beta, bias, eps, out, M, exps.x, exps.w);
     return;
   }
   float* mins = reinterpret_cast<float*>(y + plan.ws.y_bytes);
-  plan.kernel(stream, plan.launch, yp, lb, gamma, beta, bias, eps, mins, M);
+  plan.kernel(stream, plan.launch, yp, lb, gamma, beta, bias, eps, mins, M, exps.x, exps.w);
   const float* cmins = mins;
   const int n = plan.channels;
   plan.broadcast(stream, plan.broadcast_launch, cmins, bias, out, M, n);
@@ -375,22 +384,23 @@ void run_call(Runtime& rt, const LinearGnMinProblem& p, const void* x, const voi
   ContextGuard guard(rt.context());
   const void* gx = x;
   const void* gw = weight;
+  detail::SplitExps exps;
   if (plan.gemm.split) {
     const CUdeviceptr xs = y + plan.ws.xs_offset();
-    detail::launch_split(plan.split_x, plan.split_x_launch, x, xs, p.M, plan.gemm.pitch, true,
-                         stream);
+    exps.x = reinterpret_cast<const int*>(xs + plan.ws.x_exps);
+    detail::launch_split(plan.split_x, plan.split_x_launch, x, xs, xs + plan.ws.x_exps, p.M,
+                         plan.gemm.pitch, true, stream);
     gx = reinterpret_cast<const void*>(xs);
-    if (packed) {
-      gw = reinterpret_cast<const void*>(pack);
-    } else {
-      const CUdeviceptr wsplit = y + plan.ws.ws_offset();
-      detail::launch_split(plan.split_w, plan.split_w_launch, weight, wsplit, p.N, plan.gemm.pitch,
-                           false, stream);
-      gw = reinterpret_cast<const void*>(wsplit);
-    }
+    const CUdeviceptr ws_rows = packed ? pack : y + plan.ws.ws_offset();
+    const CUdeviceptr ws_exps = ws_rows + detail::LgmWorkspace::split_exps_offset(p.N, p.K);
+    exps.w = reinterpret_cast<const int*>(ws_exps);
+    if (!packed)
+      detail::launch_split(plan.split_w, plan.split_w_launch, weight, ws_rows, ws_exps, p.N,
+                           plan.gemm.pitch, false, stream);
+    gw = reinterpret_cast<const void*>(ws_rows);
   }
   detail::run_gemm(plan.gemm, gx, gw, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
-  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream);
+  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream, exps);
 }
 
 }  // namespace

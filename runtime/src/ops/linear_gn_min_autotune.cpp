@@ -38,8 +38,8 @@ struct GemmChoice {
 // (g's bias mode is left as the last one asked.)
 std::vector<GemmChoice> gemm_choices(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g) {
   std::vector<GemmChoice> out;
-  for (bool kernel_adds :
-       linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), true)) {
+  for (bool kernel_adds : linear_gn_min_kernel_adds_bias(
+           static_cast<LinearBiasAdd>(key.bias_add), true, static_cast<Precision>(key.precision))) {
     g.bias_epilogue = !kernel_adds;
     std::vector<cublasLtMatmulHeuristicResult_t> algos;
     try {
@@ -67,7 +67,8 @@ void apply(const GemmChoice& c, LgmGemm* g) {
 }
 
 // The key both steps share: the problem, the alignment classes, the bias variant, programmatic
-// launch and cuBLASLt's version. Version 4: the two-step records of kjit::Autotuner.
+// launch and cuBLASLt's version. Version 5: fp32x3 on FP16 tensor cores (4: the two-step records
+// of kjit::Autotuner).
 template <class Config>
 void add_key(kjit::Autotuner<Config>& t, const LinearGnMinProblem& p, const LgmKey& key) {
   t.key("problem", p.describe()).key("pdl", env_pdl() ? 1 : 0);
@@ -79,7 +80,7 @@ void add_key(kjit::Autotuner<Config>& t, const LinearGnMinProblem& p, const LgmK
 
 kjit::Autotuner<GemmChoice> gemm_tuner(const LinearGnMinProblem& p, const LgmKey& key,
                                        std::vector<GemmChoice> choices) {
-  kjit::Autotuner<GemmChoice> t("linear_gn_min.gemm", 4, std::move(choices),
+  kjit::Autotuner<GemmChoice> t("linear_gn_min.gemm", 5, std::move(choices),
                                 [](const GemmChoice& c) { return c.describe(); });
   add_key(t, p, key);
   // Without the epilogue the kernel adds the bias: leave the epilogue only for a clear gain
@@ -91,7 +92,7 @@ kjit::Autotuner<GemmChoice> gemm_tuner(const LinearGnMinProblem& p, const LgmKey
 
 kjit::Autotuner<GnMinConfig> kernel_tuner(const LinearGnMinProblem& p, const LgmKey& key,
                                           bool epilogue, std::vector<GnMinConfig> cands) {
-  kjit::Autotuner<GnMinConfig> t("linear_gn_min.kernel", 4, std::move(cands),
+  kjit::Autotuner<GnMinConfig> t("linear_gn_min.kernel", 5, std::move(cands),
                                  [](const GnMinConfig& c) { return c.describe(); });
   add_key(t, p, key);
   t.key("bias_epilogue", epilogue ? 1 : 0);
@@ -100,8 +101,7 @@ kjit::Autotuner<GnMinConfig> kernel_tuner(const LinearGnMinProblem& p, const Lgm
 
 // The GEMM's A or B operand for `rows` rows: the caller's [rows, K], or (Fp32x3) the split rows.
 size_t operand_bytes(const LinearGnMinProblem& p, int64_t rows) {
-  if (p.precision == Precision::Fp32x3)
-    return static_cast<size_t>(rows * 2 * linear_gn_min_split_pitch(p.K)) * 4;
+  if (p.precision == Precision::Fp32x3) return linear_gn_min_split_bytes(rows, p.K);
   return static_cast<size_t>(rows * p.K) * (p.precision == Precision::Bf16Inputs ? 2 : 4);
 }
 
@@ -123,8 +123,16 @@ struct Scratch {
     for (const DeviceBuffer* b : {&x, &w, &lb, &beta, &bias})
       fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115 in fp32 and bf16
     fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
-    s.synchronize();
     const bool split = p.precision == Precision::Fp32x3;
+    if (split) {  // the rows' exponents: 0, the scales of 1
+      const size_t xe = LgmWorkspace::split_exps_offset(p.M, p.K);
+      const size_t we = LgmWorkspace::split_exps_offset(p.N, p.K);
+      fill_async(x.ptr() + xe, 0, operand_bytes(p, p.M) - xe, s);
+      fill_async(w.ptr() + we, 0, operand_bytes(p, p.N) - we, s);
+      exps.x = reinterpret_cast<const int*>(x.ptr() + xe);
+      exps.w = reinterpret_cast<const int*>(w.ptr() + we);
+    }
+    s.synchronize();
     xp = reinterpret_cast<const void*>(x.ptr() + (split ? 0 : key.align_x % 256));
     wp = reinterpret_cast<const void*>(w.ptr() + (split ? 0 : key.align_w % 256));
     lbp = reinterpret_cast<const void*>(lb.ptr() + key.align_lb % 256);
@@ -137,6 +145,7 @@ struct Scratch {
   const void *xp = nullptr, *wp = nullptr, *lbp = nullptr;
   float* outp = nullptr;
   CUdeviceptr y = 0, lt_ws = 0;
+  SplitExps exps;  // Fp32x3
 };
 
 // A cuBLASLt algorithm that refuses this problem when run cannot run it: skipped for good.
@@ -212,7 +221,7 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
     build(c, epilogue, trial.get());
     return [trial, &s, eps, &p](CUstream stream) {
       launch_kernel(*trial, s.y, static_cast<const float*>(s.lbp), s.gamma.as<float>(),
-                    s.beta.as<float>(), s.bias.as<float>(), eps, s.outp, p.M, stream);
+                    s.beta.as<float>(), s.bias.as<float>(), eps, s.outp, p.M, stream, s.exps);
     };
   });
   build(k.config, epilogue, plan);

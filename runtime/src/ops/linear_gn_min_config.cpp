@@ -116,6 +116,9 @@ GnMinConfig shape(const LinearGnMinProblem& p, int64_t budget, int sm_count, boo
     c.seq = static_cast<int>(s);
   }
   c.out_vec = out_aligned && p.M % 4 == 0 && (split || c.rows() % 4 == 0);
+  // Fp32x3's Y is scaled: the kernel undoes the scales, then adds the bias (no epilogue).
+  c.scaled = p.precision == Precision::Fp32x3;
+  c.linear_bias = c.scaled;
   return c;
 }
 
@@ -160,7 +163,9 @@ LinearBiasAdd parse_bias_add(const std::string& s) {
   throw Error(Errc::InvalidArgument, "bias_add '" + s + "' must be auto, epilogue or kernel");
 }
 
-std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune) {
+std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune,
+                                                 Precision precision) {
+  if (precision == Precision::Fp32x3) return {true};
   switch (b) {
     case LinearBiasAdd::Epilogue:
       return {false};
@@ -184,7 +189,7 @@ std::string GnMinConfig::describe() const {
          " sub=" + std::to_string(sub) + " seq=" + std::to_string(seq) +
          " vec=" + std::to_string(vec) + (pad ? " pad" : "") + (smem ? "" : " global") +
          (affine_smem ? " affine-smem" : "") + (out_vec ? " out-vec" : "") +
-         (linear_bias ? " linear-bias" : "") + (split ? " split" : "");
+         (linear_bias ? " linear-bias" : "") + (split ? " split" : "") + (scaled ? " scaled" : "");
 }
 
 void validate(const LinearGnMinProblem& p) {
@@ -210,8 +215,8 @@ void validate(const LinearGnMinProblem& p) {
   if (p.M > kMaxElems / p.K) bad(p, "M * K = x's element count overflows", "K");
   if (p.N > kMaxElems / p.K) bad(p, "N * K = weight's element count overflows", "K");
   if (p.precision == Precision::Fp32x3) {
-    // The split rows: 2 * pitch floats each, for M rows of x and N rows of W.
-    const int64_t row = 2 * linear_gn_min_split_pitch(p.K);
+    // The split rows: 2 * pitch halves each (and an exponent), for M rows of x and N rows of W.
+    const int64_t row = 2 * linear_gn_min_split_pitch(p.K) + 2;
     if (p.M > kMaxElems / row)
       bad(p, "M * 2 * split_pitch(K) = split x's element count overflows", "K");
     if (p.N > kMaxElems / row)
@@ -220,7 +225,13 @@ void validate(const LinearGnMinProblem& p) {
 }
 
 int64_t linear_gn_min_split_pitch(int64_t K) {
-  return (K + 63) / 64 * 64;
+  return (K + 127) / 128 * 128;
+}
+
+size_t linear_gn_min_split_bytes(int64_t rows, int64_t K) {
+  const auto halves =
+      static_cast<size_t>(rows) * 2 * static_cast<size_t>(linear_gn_min_split_pitch(K));
+  return halves * 2 + (static_cast<size_t>(rows) * 4 + 255) / 256 * 256;
 }
 
 void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {
@@ -245,6 +256,11 @@ void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {
     bad(p, "out_vec needs rows per CTA to be a multiple of 4 (unless split)" + cfg);
   if (c.pad && !c.smem) bad(p, "pad is a shared-memory layout" + cfg);
   if (c.affine_smem && !c.smem) bad(p, "affine_smem needs smem (staged rows)" + cfg);
+  if (c.scaled != (p.precision == Precision::Fp32x3))
+    bad(p, std::string("scaled is ") + (c.scaled ? "on" : "off") +
+               ": it must be on exactly for fp32x3 (the split GEMM's scaled Y)" + cfg);
+  if (c.scaled && !c.linear_bias)
+    bad(p, "scaled needs linear_bias (the bias is added after the scales are undone)" + cfg);
   if (p.N * c.rows() > kMaxOutIndex) bad(p, "N * rows per CTA exceeds 2^30" + cfg);
   if (c.smem && ceil_div(int64_t{c.par()} * p.N, c.threads) > 4 * kMaxRegFloats)
     bad(p, "staging par * N values takes more than 128 registers per thread" + cfg);
@@ -299,19 +315,20 @@ Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c) {
       .value(c.affine_smem)
       .value(c.out_vec)
       .value(c.linear_bias)
-      .value(c.split);
+      .value(c.split)
+      .value(c.scaled);
   return s;
 }
 
-Spec tf32_split_spec(int64_t K, int vec) {
+Spec split_spec(int64_t K, int vec) {
   if (K < 1 || K > INT32_MAX)
-    throw Error::invalid("K", "tf32_split: K = " + std::to_string(K) + " must be in [1, 2^31-1]");
+    throw Error::invalid("K", "f16_split: K = " + std::to_string(K) + " must be in [1, 2^31-1]");
   if (vec != 1 && (vec != 4 || K % 4 != 0))
-    throw Error::invalid("vec", "tf32_split: vec = " + std::to_string(vec) +
+    throw Error::invalid("vec", "f16_split: vec = " + std::to_string(vec) +
                                     " must be 1, or 4 with K % 4 == 0 (K = " + std::to_string(K) +
                                     ")");
-  Spec s("kjit/tf32_split.cuh", "kjit::tf32_split");
-  s.value(kTf32SplitThreads).value(vec).value(K);
+  Spec s("kjit/f16_split.cuh", "kjit::f16_split");
+  s.value(kSplitThreads).value(vec).value(K);
   return s;
 }
 
@@ -352,9 +369,10 @@ std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, 
       opt.autotune ? gn_min_candidates(p, t, out_aligned)
                    : std::vector<GnMinConfig>{gn_min_heuristic(p, t, out_aligned)};
   std::vector<GnMinConfig> out;
-  for (bool adds_bias : linear_gn_min_kernel_adds_bias(opt.bias_add, opt.autotune))
+  for (bool adds_bias : linear_gn_min_kernel_adds_bias(opt.bias_add, opt.autotune, p.precision))
     for (GnMinConfig c : base) {
       c.linear_bias = adds_bias;
+      c.scaled = p.precision == Precision::Fp32x3;
       out.push_back(c);
     }
   return out;
@@ -368,8 +386,8 @@ std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Tar
   // Fp32x3 splits x (and W, without a pack) first: prepare's variant for 16-byte aligned
   // pointers, and with `out_aligned` false (a call's unaligned variants) the scalar one too.
   if (p.precision == Precision::Fp32x3) {
-    if (p.K % 4 == 0) out.push_back(tf32_split_spec(p.K, 4));
-    if (p.K % 4 != 0 || !out_aligned) out.push_back(tf32_split_spec(p.K, 1));
+    if (p.K % 4 == 0) out.push_back(split_spec(p.K, 4));
+    if (p.K % 4 != 0 || !out_aligned) out.push_back(split_spec(p.K, 1));
   }
   return out;
 }

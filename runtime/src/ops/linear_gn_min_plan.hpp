@@ -32,10 +32,11 @@ struct LgmKey {
 // every column of D, i.e. lb[n] to Y[m, n]. Without it (bias_epilogue false) the fused kernel adds
 // lb instead (GnMinConfig::linear_bias).
 //
-// Fp32x3 (split): A and B are the split rows (W as [hi | lo], x as [lo | hi], each part pitch =
-// linear_gn_min_split_pitch(K) floats, zero-padded). The first GEMM (a, b: K' = 2 * pitch, beta =
-// 0, with the bias epilogue when used) computes lo*hi + hi*lo, the second (a2, b2: the hi parts, K
-// rows at ld 2 * pitch, beta = 1, no epilogue) adds hi*hi: small products first.
+// Fp32x3 (split): A and B are the split rows of fp16 (W as [hi | lo], x as [lo | hi], each part
+// pitch = linear_gn_min_split_pitch(K) halves, zero-padded; kjit/f16_split.cuh). The first GEMM
+// (a, b: K' = 2 * pitch, alpha = 2^-11, beta = 0, no epilogue) computes (lo*hi + hi*lo) * 2^-11,
+// the second (a2, b2: the hi parts, K rows at ld 2 * pitch, beta = 1) adds hi*hi: small products
+// first. Y then holds the scaled rows' product; the fused kernel undoes the scales.
 struct LgmGemm {
   kjit::detail::lt::Layout a, b, d;  // C = D (beta = 0)
   bool bias_epilogue = true;
@@ -45,14 +46,15 @@ struct LgmGemm {
   size_t workspace = 0;  // what algo uses (<= kLinearGnMinGemmWorkspace)
   std::string source;    // "heuristic", "autotuned", "cache"
   bool split = false;    // Fp32x3: the second GEMM below runs after the first
-  int64_t pitch = 0;     // floats per part of a split row
+  int64_t pitch = 0;     // halves per part of a split row
   kjit::detail::lt::Layout a2, b2;
   cublasLtMatmulAlgo_t algo2{};
 };
 
-// The workspace of a call: Y, the row minima, (Fp32x3) the split x, cuBLASLt's, then (Fp32x3
-// without a pack) the split W; each part rounded up to 256 bytes. A call with a pack uses the
-// prefix up to the split W. linear_gn_min_workspace_size is bytes(packed).
+// The workspace of a call: Y, the row minima, (Fp32x3) the split x and its row exponents,
+// cuBLASLt's, then (Fp32x3 without a pack) the split W and its exponents; each part rounded up
+// to 256 bytes. A call with a pack uses the prefix up to the split W.
+// linear_gn_min_workspace_size is bytes(packed).
 struct LgmWorkspace {
   size_t y_bytes = 0;
   size_t mins_bytes = 0;
@@ -63,12 +65,17 @@ struct LgmWorkspace {
     LgmWorkspace w{round256(static_cast<size_t>(p.M * p.N) * 4),
                    round256(static_cast<size_t>(p.M) * 4), 0, 0};
     if (p.precision == Precision::Fp32x3) {
-      const auto row = static_cast<size_t>(2 * linear_gn_min_split_pitch(p.K)) * 4;
-      w.xs_bytes = static_cast<size_t>(p.M) * row;
-      w.ws_bytes = static_cast<size_t>(p.N) * row;
+      w.xs_bytes = linear_gn_min_split_bytes(p.M, p.K);
+      w.ws_bytes = linear_gn_min_split_bytes(p.N, p.K);
+      w.x_exps = split_exps_offset(p.M, p.K);
     }
     return w;
   }
+  // Where the exponents follow `rows` split rows.
+  static size_t split_exps_offset(int64_t rows, int64_t K) {
+    return static_cast<size_t>(rows) * 2 * static_cast<size_t>(linear_gn_min_split_pitch(K)) * 2;
+  }
+  size_t x_exps = 0;  // from xs_offset()
   size_t xs_offset() const { return y_bytes + mins_bytes; }
   size_t lt_offset() const { return xs_offset() + xs_bytes; }
   size_t ws_offset() const { return lt_offset() + kLinearGnMinGemmWorkspace; }
@@ -130,15 +137,21 @@ void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CU
 void build_split_kernel(Runtime& rt, const LinearGnMinProblem& p, int64_t rows, int64_t align,
                         Kernel* k, LaunchConfig* launch);
 // Splits src [rows, K] into dst's rows: x puts lo first ([lo | hi]), W hi first ([hi | lo]).
+// exps: where the rows' scale exponents go.
 void launch_split(const Kernel& k, const LaunchConfig& launch, const void* src, CUdeviceptr dst,
-                  long long rows, int64_t pitch, bool lo_first, CUstream stream);
+                  CUdeviceptr exps, long long rows, int64_t pitch, bool lo_first, CUstream stream);
+// Fp32x3: the split's row exponents of x and W, which the fused kernel undoes (null otherwise).
+struct SplitExps {
+  const int* x = nullptr;
+  const int* w = nullptr;
+};
 // The fused kernel of config c (its linear_bias set to match plan->gemm): loads it and computes
 // its launch.
 void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c, CUstream stream,
                   LgmPlan* plan);
 void launch_kernel(const LgmPlan& plan, CUdeviceptr y, const float* lb, const float* gamma,
                    const float* beta, const float* bias, float eps, float* out, long long M,
-                   CUstream stream);
+                   CUstream stream, SplitExps exps = {});
 // Times the top-8 cuBLASLt algorithms and the kernel's candidate configs on scratch buffers of
 // the problem's size, keeps the fastest of each (stored in the disk cache, reused from it).
 void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,

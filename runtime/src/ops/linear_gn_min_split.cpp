@@ -1,7 +1,9 @@
 // Linear-GN-min's split precision (Precision::Fp32x3): the weight pack (prepack, its checks) and
-// the split kernel (kernel_templates/kjit/tf32_split.cuh) that turns x, or W without a pack, into
-// the [lo | hi] / [hi | lo] rows the two TF32 GEMMs read (linear_gn_min_plan.hpp, LgmGemm).
+// the split kernel (kernel_templates/kjit/f16_split.cuh) that turns x, or W without a pack, into
+// the scaled fp16 [lo | hi] / [hi | lo] rows the two FP16 GEMMs read (linear_gn_min_plan.hpp,
+// LgmGemm) and the rows' exponents the fused kernel undoes.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "cuda_driver.hpp"
@@ -67,23 +69,23 @@ namespace detail {
 void build_split_kernel(Runtime& rt, const LinearGnMinProblem& p, int64_t rows, int64_t align,
                         Kernel* k, LaunchConfig* launch) {
   const int vec = align >= 16 && p.K % 4 == 0 ? 4 : 1;
-  *k = rt.kernel(tf32_split_spec(p.K, vec));
-  // A grid-stride loop over 16-byte pieces: enough CTAs to fill the device a few times over.
-  const int64_t quads = rows * (linear_gn_min_split_pitch(p.K) / 4);
-  const int64_t want = (quads + kTf32SplitThreads - 1) / kTf32SplitThreads;
+  *k = rt.kernel(split_spec(p.K, vec));
+  // A CTA per row at a time (its scale needs the whole row): enough CTAs to fill the device a
+  // few times over, each walking rows at a stride of the grid.
   const int64_t most = int64_t{16} * std::max(1, rt.props().sm_count);
-  launch->grid.x = static_cast<unsigned>(std::clamp<int64_t>(want, 1, most));
-  launch->block.x = kTf32SplitThreads;
+  launch->grid.x = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, most));
+  launch->block.x = kSplitThreads;
   // No programmatic launch: the split overwrites rows the previous call's GEMM may still read.
   launch->programmatic = false;
 }
 
 void launch_split(const Kernel& k, const LaunchConfig& launch, const void* src, CUdeviceptr dst,
-                  long long rows, int64_t pitch, bool lo_first, CUstream stream) {
+                  CUdeviceptr exps, long long rows, int64_t pitch, bool lo_first, CUstream stream) {
   const auto* s = static_cast<const float*>(src);
-  auto* d = reinterpret_cast<float*>(dst);
+  auto* d = reinterpret_cast<uint16_t*>(dst);  // kjit::half in the kernel: 2 bytes, a pointer
+  auto* e = reinterpret_cast<int*>(exps);
   const long long hi_off = lo_first ? pitch : 0, lo_off = lo_first ? 0 : pitch;
-  k(stream, launch, s, d, rows, hi_off, lo_off);
+  k(stream, launch, s, d, e, rows, hi_off, lo_off);
 }
 
 }  // namespace detail
@@ -109,14 +111,16 @@ LinearGnMinWeights prepack_linear_gn_min(Runtime& rt, int64_t N, int64_t K, Prec
                       "prepack before capturing");
   LinearGnMinWeights w;
   const int64_t pitch = linear_gn_min_split_pitch(K);
-  w.buf_ = DeviceBuffer(rt, static_cast<size_t>(N * 2 * pitch) * 4);
+  w.buf_ = DeviceBuffer(rt, linear_gn_min_split_bytes(N, K));
   Kernel k;
   LaunchConfig launch;
   const auto a = reinterpret_cast<uintptr_t>(weight);
   detail::build_split_kernel(rt, p, N, a % 16 == 0 ? 16 : 4, &k, &launch);
   {
     kjit::detail::ContextGuard guard(rt.context());
-    detail::launch_split(k, launch, weight, w.buf_.ptr(), N, pitch, false, stream);
+    detail::launch_split(k, launch, weight, w.buf_.ptr(),
+                         w.buf_.ptr() + detail::LgmWorkspace::split_exps_offset(N, K), N, pitch,
+                         false, stream);
   }
   w.N_ = N;
   w.K_ = K;

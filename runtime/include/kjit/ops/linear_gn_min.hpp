@@ -32,9 +32,10 @@ enum class Precision {
   Fp32,        // strict FP32: CUBLAS_COMPUTE_32F (the default; matches PyTorch with TF32 off)
   Tf32,        // opt-in: fp32 inputs, CUBLAS_COMPUTE_32F_FAST_TF32 (10-bit mantissa products)
   Bf16Inputs,  // opt-in: x and weight given as bf16 by the caller; fp32 accumulate and output
-  // opt-in split precision (3xTF32): x = x_hi + x_lo and W = W_hi + W_lo, hi rounded to TF32 to
-  // nearest (ties away), lo the exact rest; Y = x_lo W_hi^T + x_hi W_lo^T + x_hi W_hi^T with TF32
-  // tensor cores and fp32 accumulation: accuracy of the strict-FP32 class at about 3 TF32 GEMMs
+  // opt-in split precision: every row of x and of W scaled by a power of two and split into two
+  // fp16 parts, a * 2^e = hi + lo * 2^-11 (22 significant bits); Y = (x_lo W_hi^T + x_hi W_lo^T)
+  // * 2^-11 + x_hi W_hi^T on FP16 tensor cores with fp32 accumulation, the scales undone exactly
+  // after the GEMM: accuracy of the strict-FP32 class at the cost of about 3 FP16 GEMMs
   // (docs/OPS.md, "Split precision"). Prepack W once (prepack_linear_gn_min) or let each call
   // split it.
   Fp32x3,
@@ -75,6 +76,9 @@ struct GnMinConfig {
   // The kernel adds linear_bias to Y as it reads it, and the GEMM runs without cuBLASLt's bias
   // epilogue (false: the epilogue adds it). The plan picks the faster GEMM of the two.
   bool linear_bias = false;
+  // Fp32x3: Y holds the split GEMM of the scaled rows, and the kernel multiplies Y[m, n] by
+  // 2^(exps_x[m] + exps_w[n]) as it reads it, before it adds linear_bias (so linear_bias too).
+  bool scaled = false;
   int par() const { return threads / slice; }
   int rows() const { return par() * seq; }
   std::string describe() const;
@@ -89,7 +93,10 @@ LinearBiasAdd parse_bias_add(const std::string& s);
 // Whether the fused kernel adds linear_bias (GnMinConfig::linear_bias), for each variant a call
 // with this mode may build, in the order autotuning times them: one without autotuning (Auto
 // keeps cuBLASLt's epilogue), both when autotuning under Auto. kjit-precompile compiles these.
-std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune);
+// Fp32x3: only the kernel (it adds the bias after undoing the split's scales; bias_add =
+// Epilogue is an InvalidArgument there).
+std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune,
+                                                 Precision precision = Precision::Fp32);
 
 struct LinearGnMinOptions {
   float eps = 1e-5f;  // GroupNorm eps (finite, >= 0)
@@ -104,16 +111,20 @@ struct Workspace {
   void* ptr = nullptr;
   size_t bytes = 0;
 };
-// Fp32x3 adds the split x (M rows of 2 * split_pitch(K) floats) and, for a call without a
-// prepacked weight, the split W (N such rows) at the end; a call with a pack needs only
+// Fp32x3 adds the split x (linear_gn_min_split_bytes(M, K)) and, for a call without a prepacked
+// weight, the split W (linear_gn_min_split_bytes(N, K)) at the end; a call with a pack needs only
 // linear_gn_min_workspace_size(p, true), a prefix of the same layout.
 size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p, bool packed_weight = false);
 constexpr size_t kLinearGnMinGemmWorkspace = size_t{32} << 20;  // the cuBLASLt part
-// Floats per part of a split row (Fp32x3): K rounded up to a multiple of 64 (256 bytes).
+// fp16 elements per part of a split row (Fp32x3): K rounded up to a multiple of 128 (256 bytes).
 int64_t linear_gn_min_split_pitch(int64_t K);
+// Bytes of `rows` split rows of K columns: rows * 2 parts * split_pitch(K) halves, then the rows'
+// scale exponents (rows int32), rounded up to 256 bytes.
+size_t linear_gn_min_split_bytes(int64_t rows, int64_t K);
 
-// A weight prepacked for a precision that transforms it (today Fp32x3: W split into hi and lo
-// once, laid out [N rows of hi | lo], 2 * N * split_pitch(K) floats), owned by the caller and used
+// A weight prepacked for a precision that transforms it (today Fp32x3: W's rows scaled and split
+// into fp16 hi and lo once, laid out [N rows of hi | lo] and the N scale exponents,
+// linear_gn_min_split_bytes(N, K) bytes), owned by the caller and used
 // by any number of calls, as inference runtimes keep constant weights prepacked. It records what
 // it was made for (N, K, precision, the runtime's context): a call whose problem differs is an
 // InvalidArgument naming both, never a silent wrong answer. It holds a copy: a W changed later
@@ -243,10 +254,10 @@ std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, 
 std::vector<Spec> linear_gn_min_specs_for(const LinearGnMinProblem& p, const Target& t,
                                           const LinearGnMinOptions& opt, bool out_aligned);
 Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c);
-// Fp32x3's split kernel (kernel_templates/kjit/tf32_split.cuh) for K columns: 16-byte loads
+// Fp32x3's split kernel (kernel_templates/kjit/f16_split.cuh) for K columns: 16-byte loads
 // (vec = 4, K % 4 == 0 and the source 16-byte aligned) or scalar ones (vec = 1).
-constexpr int kTf32SplitThreads = 256;
-Spec tf32_split_spec(int64_t K, int vec);
+constexpr int kSplitThreads = 256;
+Spec split_spec(int64_t K, int vec);
 // Everything config c compiles: gn_min_spec, then (split) the broadcast kernel's.
 constexpr int kGnMinBroadcastThreads = 256;
 std::vector<Spec> gn_min_specs(const LinearGnMinProblem& p, const GnMinConfig& c);
