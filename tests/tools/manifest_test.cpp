@@ -241,6 +241,9 @@ TEST_CASE("bad linear_gn_min entries name their field") {
   CHECK(error_field(with(ok, "G", 512)) == "G");  // the field is "groups" (g=/G= in the short form)
   CHECK(error_field(with(ok, "bias_add", "later")) == "bias_add");
   CHECK(error_field(with(ok, "bias_add", "Kernel")) == "<none>");
+  // fp32x3's kernel adds the bias after undoing the split's scales: no epilogue.
+  CHECK(error_field(with(with(ok, "precision", "fp32x3"), "bias_add", "epilogue")) == "bias_add");
+  CHECK(error_field(with(with(ok, "precision", "fp32x3"), "bias_add", "kernel")) == "<none>");
   json no_k = ok;
   no_k.erase("K");
   CHECK(error_field(no_k) == "K");

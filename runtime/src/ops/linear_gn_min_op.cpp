@@ -128,6 +128,10 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   } catch (const Error& e) {
     f.bad(e.field() == "G" ? "groups" : e.field(), e.what());  // G is the manifest's "groups"
   }
+  if (p.precision == Precision::Fp32x3 && bias_add == LinearBiasAdd::Epilogue)
+    f.bad("bias_add",
+          "epilogue cannot run fp32x3: the fused kernel adds linear_bias after undoing the "
+          "split's scales (use auto or kernel)");
   return std::make_unique<LinearGnMinOpProblem>(p, bias_add);
 }
 
