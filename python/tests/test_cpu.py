@@ -495,7 +495,7 @@ def test_kernel_device_forms():
 
 
 def test_linear_gn_min_allocates_no_workspace_for_a_cpu_tensor(monkeypatch):
-    # The torch path sizes its workspace (the seed in fp32x3: 0.65 GB) before the native checks:
+    # The torch path sizes its workspace (the seed in fp32x3: 0.37 GB) before the native checks:
     # a CPU tensor, refused there, must not get one allocated first.
     import types
     from kjit import _tensors
