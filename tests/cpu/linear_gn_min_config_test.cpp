@@ -323,7 +323,7 @@ TEST_CASE("the fused kernel compiles with NVRTC for sm_90 over >= 30 random spec
                                        0, static_cast<int64_t>(cands.size()) - 1))];
     GnMinConfig cl = c;
     // The plan's choice when the GEMM runs without the epilogue (fp32x3's always).
-    cl.linear_bias = i % 3 == 1 || cl.scaled;
+    cl.linear_bias = i % 3 == 1 || p.precision == kjit::ops::Precision::Fp32x3;
     kjit::ops::validate(p, cl);
     for (const kjit::Spec& s : kjit::ops::gn_min_specs(p, cl)) {  // + the broadcast when split
       CAPTURE(s.instantiation());

@@ -200,7 +200,6 @@ struct Case {
     c.out_vec = kOutVec;
     c.linear_bias = kLinBias;
     c.split = kSplit;
-    c.scaled = kScaled;
     return c;
   }
 

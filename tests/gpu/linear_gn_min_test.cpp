@@ -345,6 +345,39 @@ Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>&
   return r;
 }
 
+// A NaN on one side only (out is poisoned with NaN: an unwritten value) is an infinite difference;
+// std::max alone would drop it.
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return INFINITY;
+      continue;
+    }
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+  }
+  return diff;
+}
+
+// `call` captured into a CUDA graph on `stream` and the graph replayed twice, out poisoned
+// first: how far out is from `direct`'s.
+double graph_diff(kjit::Stream& stream, Device& dev, const Run& direct,
+                  const std::function<void()>& call) {
+  auto& rt = runtime();
+  dev.out.fill_bytes(0xFF);
+  kjit::synchronize(rt);
+  {
+    kjit::Graph g(rt, stream, call);
+    g.launch(stream);
+    g.launch(stream);
+    stream.synchronize();
+  }
+  std::vector<float> out(direct.out.size());
+  dev.out.download(out.data(), out.size() * 4);
+  return max_abs_diff(out, direct.out);
+}
+
 // ---- checking -----------------------------------------------------------------------------------
 
 struct Verdict {
@@ -593,10 +626,7 @@ TEST_CASE("linear_gn_min: the seed problem (M=1024, K=8192, N=8192, G=512) in fp
     CHECK(v.allclose);
     // kjit's own workspace gives the same result.
     const Run r2 = run_op(d, Precision::Fp32, dev, {}, false, stream);
-    double diff = 0;
-    for (size_t i = 0; i < r.out.size(); ++i)
-      diff = std::max(diff, static_cast<double>(std::fabs(r.out[i] - r2.out[i])));
-    CHECK(diff <= 1e-6);
+    CHECK(max_abs_diff(r.out, r2.out) <= 1e-6);
   }
   {
     const Run r = run_op(d, Precision::Tf32, dev, ref.rows, true, stream);
@@ -784,23 +814,10 @@ TEST_CASE("linear_gn_min: prepared calls capture into a CUDA graph; unprepared o
   opt.eps = d.eps;
   kjit::ops::prepare_linear_gn_min(rt, p, opt);
   kjit::ops::reserve_linear_gn_min_workspace(rt, p, stream);
-  dev.out.fill_bytes(0xFF);
-  kjit::synchronize(rt);
-  {
-    kjit::Graph g(rt, stream, [&] {
-      kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
-                               dev.biasp(), dev.outp(), opt, stream);
-    });
-    g.launch(stream);
-    g.launch(stream);
-    stream.synchronize();
-  }
-  std::vector<float> out(direct.out.size());
-  dev.out.download(out.data(), out.size() * 4);
-  double diff = 0;
-  for (size_t k = 0; k < out.size(); ++k)
-    diff = std::max(diff, static_cast<double>(std::fabs(out[k] - direct.out[k])));
-  CHECK(diff <= 1e-6);
+  CHECK(graph_diff(stream, dev, direct, [&] {
+          kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                                   dev.biasp(), dev.outp(), opt, stream);
+        }) <= 1e-6);
   // A problem never seen: the plan would have to be built during capture.
   LinearGnMinProblem unseen = p;
   unseen.G = 16;
@@ -1115,9 +1132,7 @@ TEST_CASE("linear_gn_min fp32x3: the seed problem, packed and split per call, ne
   CHECK(v3.allclose);
   // Split per call: the same split rows and GEMMs, so the same answer.
   const Run per_call = run_op(d, Precision::Fp32x3, dev, ref.rows, true, stream);
-  double diff = 0;
-  for (size_t i = 0; i < packed.out.size(); ++i)
-    diff = std::max(diff, static_cast<double>(std::fabs(packed.out[i] - per_call.out[i])));
+  const double diff = max_abs_diff(packed.out, per_call.out);
   CHECK(diff <= 1e-6);
   const Verdict v1 = judge(d, ref, run_op(d, Precision::Fp32, dev, ref.rows, true, stream));
   const Verdict vt = judge(d, ref, run_op(d, Precision::Tf32, dev, ref.rows, true, stream));
@@ -1300,27 +1315,14 @@ TEST_CASE("linear_gn_min fp32x3: packed and per-call calls capture into a CUDA g
   kjit::ops::reserve_linear_gn_min_workspace(rt, p, stream);
   for (bool packed : {true, false}) {
     CAPTURE(packed);
-    dev.out.fill_bytes(0xFF);
-    kjit::synchronize(rt);
-    {
-      kjit::Graph g(rt, stream, [&] {
-        if (packed)
-          kjit::ops::linear_gn_min(rt, p, dev.xp(), pack, dev.lbp(), dev.gp(), dev.bp(),
-                                   dev.biasp(), dev.outp(), opt, stream);
-        else
-          kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
-                                   dev.biasp(), dev.outp(), opt, stream);
-      });
-      g.launch(stream);
-      g.launch(stream);
-      stream.synchronize();
-    }
-    std::vector<float> out(direct.out.size());
-    dev.out.download(out.data(), out.size() * 4);
-    double diff = 0;
-    for (size_t k = 0; k < out.size(); ++k)
-      diff = std::max(diff, static_cast<double>(std::fabs(out[k] - direct.out[k])));
-    CHECK(diff <= 1e-6);
+    CHECK(graph_diff(stream, dev, direct, [&] {
+            if (packed)
+              kjit::ops::linear_gn_min(rt, p, dev.xp(), pack, dev.lbp(), dev.gp(), dev.bp(),
+                                       dev.biasp(), dev.outp(), opt, stream);
+            else
+              kjit::ops::linear_gn_min(rt, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                                       dev.biasp(), dev.outp(), opt, stream);
+          }) <= 1e-6);
   }
   // Packing allocates: refused inside a capture.
   CHECK_KJIT_ERROR(kjit::Graph(rt, stream,

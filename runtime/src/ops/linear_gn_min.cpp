@@ -310,7 +310,6 @@ void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c
                   CUstream stream, LgmPlan* plan) {
   GnMinConfig c = config;
   c.linear_bias = !plan->gemm.bias_epilogue;
-  c.scaled = p.precision == Precision::Fp32x3;
   validate(p, c);
   const size_t smem = gn_min_smem_bytes(p, c);
   if (smem > static_cast<size_t>(rt.props().max_smem_per_block_optin))
@@ -361,6 +360,32 @@ size_t linear_gn_min_workspace_size(const LinearGnMinProblem& p, bool packed_wei
 
 namespace {
 
+struct SplitOperands {
+  const void* x;
+  const void* w;
+  detail::SplitExps exps;
+};
+
+// Fp32x3: splits x, and W without a pack, into the workspace at y; the GEMM's operands (the
+// split rows) and where their exponents are.
+SplitOperands split_operands(const detail::LgmPlan& plan, const LinearGnMinProblem& p,
+                             const void* x, const void* weight, CUdeviceptr pack, CUdeviceptr y,
+                             CUstream stream) {
+  using detail::LgmWorkspace;
+  const CUdeviceptr xs = y + plan.ws.xs_offset();
+  const CUdeviceptr xs_exps = xs + LgmWorkspace::split_exps_offset(p.M, p.K);
+  detail::launch_split(plan.split_x, plan.split_x_launch, x, xs, xs_exps, p.M, plan.gemm.pitch,
+                       true, stream);
+  const CUdeviceptr ws = pack ? pack : y + plan.ws.ws_offset();
+  const CUdeviceptr ws_exps = ws + LgmWorkspace::split_exps_offset(p.N, p.K);
+  if (!pack)
+    detail::launch_split(plan.split_w, plan.split_w_launch, weight, ws, ws_exps, p.N,
+                         plan.gemm.pitch, false, stream);
+  return {reinterpret_cast<const void*>(xs),
+          reinterpret_cast<const void*>(ws),
+          {reinterpret_cast<const int*>(xs_exps), reinterpret_cast<const int*>(ws_exps)}};
+}
+
 // Both calls after their checks. `pack`: the prepacked weight's split rows (0: split `weight`
 // into the workspace first, for Fp32x3).
 void run_call(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
@@ -382,25 +407,11 @@ void run_call(Runtime& rt, const LinearGnMinProblem& p, const void* x, const voi
   const CUdeviceptr y = ws.ptr ? reinterpret_cast<CUdeviceptr>(ws.ptr) : lease.ptr();
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
-  const void* gx = x;
-  const void* gw = weight;
-  detail::SplitExps exps;
-  if (plan.gemm.split) {
-    const CUdeviceptr xs = y + plan.ws.xs_offset();
-    exps.x = reinterpret_cast<const int*>(xs + plan.ws.x_exps);
-    detail::launch_split(plan.split_x, plan.split_x_launch, x, xs, xs + plan.ws.x_exps, p.M,
-                         plan.gemm.pitch, true, stream);
-    gx = reinterpret_cast<const void*>(xs);
-    const CUdeviceptr ws_rows = packed ? pack : y + plan.ws.ws_offset();
-    const CUdeviceptr ws_exps = ws_rows + detail::LgmWorkspace::split_exps_offset(p.N, p.K);
-    exps.w = reinterpret_cast<const int*>(ws_exps);
-    if (!packed)
-      detail::launch_split(plan.split_w, plan.split_w_launch, weight, ws_rows, ws_exps, p.N,
-                           plan.gemm.pitch, false, stream);
-    gw = reinterpret_cast<const void*>(ws_rows);
-  }
-  detail::run_gemm(plan.gemm, gx, gw, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
-  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream, exps);
+  const SplitOperands ops = plan.gemm.split ? split_operands(plan, p, x, weight, pack, y, stream)
+                                            : SplitOperands{x, weight, {}};
+  detail::run_gemm(plan.gemm, ops.x, ops.w, linear_bias, y, y + plan.ws.lt_offset(), stream, h);
+  detail::launch_kernel(plan, y, linear_bias, gamma, beta, bias, opt.eps, out, p.M, stream,
+                        ops.exps);
 }
 
 }  // namespace

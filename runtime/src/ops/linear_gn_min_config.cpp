@@ -117,8 +117,7 @@ GnMinConfig shape(const LinearGnMinProblem& p, int64_t budget, int sm_count, boo
   }
   c.out_vec = out_aligned && p.M % 4 == 0 && (split || c.rows() % 4 == 0);
   // Fp32x3's Y is scaled: the kernel undoes the scales, then adds the bias (no epilogue).
-  c.scaled = p.precision == Precision::Fp32x3;
-  c.linear_bias = c.scaled;
+  c.linear_bias = p.precision == Precision::Fp32x3;
   return c;
 }
 
@@ -189,7 +188,7 @@ std::string GnMinConfig::describe() const {
          " sub=" + std::to_string(sub) + " seq=" + std::to_string(seq) +
          " vec=" + std::to_string(vec) + (pad ? " pad" : "") + (smem ? "" : " global") +
          (affine_smem ? " affine-smem" : "") + (out_vec ? " out-vec" : "") +
-         (linear_bias ? " linear-bias" : "") + (split ? " split" : "") + (scaled ? " scaled" : "");
+         (linear_bias ? " linear-bias" : "") + (split ? " split" : "");
 }
 
 void validate(const LinearGnMinProblem& p) {
@@ -256,11 +255,9 @@ void validate(const LinearGnMinProblem& p, const GnMinConfig& c) {
     bad(p, "out_vec needs rows per CTA to be a multiple of 4 (unless split)" + cfg);
   if (c.pad && !c.smem) bad(p, "pad is a shared-memory layout" + cfg);
   if (c.affine_smem && !c.smem) bad(p, "affine_smem needs smem (staged rows)" + cfg);
-  if (c.scaled != (p.precision == Precision::Fp32x3))
-    bad(p, std::string("scaled is ") + (c.scaled ? "on" : "off") +
-               ": it must be on exactly for fp32x3 (the split GEMM's scaled Y)" + cfg);
-  if (c.scaled && !c.linear_bias)
-    bad(p, "scaled needs linear_bias (the bias is added after the scales are undone)" + cfg);
+  if (p.precision == Precision::Fp32x3 && !c.linear_bias)
+    bad(p, "fp32x3 needs linear_bias (the kernel adds the bias after undoing the split's scales)" +
+               cfg);
   if (p.N * c.rows() > kMaxOutIndex) bad(p, "N * rows per CTA exceeds 2^30" + cfg);
   if (c.smem && ceil_div(int64_t{c.par()} * p.N, c.threads) > 4 * kMaxRegFloats)
     bad(p, "staging par * N values takes more than 128 registers per thread" + cfg);
@@ -316,7 +313,7 @@ Spec gn_min_spec(const LinearGnMinProblem& p, const GnMinConfig& c) {
       .value(c.out_vec)
       .value(c.linear_bias)
       .value(c.split)
-      .value(c.scaled);
+      .value(p.precision == Precision::Fp32x3);  // scaled: the kernel undoes the split's scales
   return s;
 }
 
@@ -372,7 +369,6 @@ std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, 
   for (bool adds_bias : linear_gn_min_kernel_adds_bias(opt.bias_add, opt.autotune, p.precision))
     for (GnMinConfig c : base) {
       c.linear_bias = adds_bias;
-      c.scaled = p.precision == Precision::Fp32x3;
       out.push_back(c);
     }
   return out;

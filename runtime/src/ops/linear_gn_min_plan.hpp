@@ -67,7 +67,6 @@ struct LgmWorkspace {
     if (p.precision == Precision::Fp32x3) {
       w.xs_bytes = linear_gn_min_split_bytes(p.M, p.K);
       w.ws_bytes = linear_gn_min_split_bytes(p.N, p.K);
-      w.x_exps = split_exps_offset(p.M, p.K);
     }
     return w;
   }
@@ -75,7 +74,6 @@ struct LgmWorkspace {
   static size_t split_exps_offset(int64_t rows, int64_t K) {
     return static_cast<size_t>(rows) * 2 * static_cast<size_t>(linear_gn_min_split_pitch(K)) * 2;
   }
-  size_t x_exps = 0;  // from xs_offset()
   size_t xs_offset() const { return y_bytes + mins_bytes; }
   size_t lt_offset() const { return xs_offset() + xs_bytes; }
   size_t ws_offset() const { return lt_offset() + kLinearGnMinGemmWorkspace; }

@@ -75,10 +75,9 @@ struct GnMinConfig {
   bool split = false;
   // The kernel adds linear_bias to Y as it reads it, and the GEMM runs without cuBLASLt's bias
   // epilogue (false: the epilogue adds it). The plan picks the faster GEMM of the two.
+  // Fp32x3 needs it: Y holds the split GEMM of the scaled rows, and the kernel (gn_min_spec's
+  // `scaled`, from the precision) undoes the scales as it reads Y, then adds linear_bias.
   bool linear_bias = false;
-  // Fp32x3: Y holds the split GEMM of the scaled rows, and the kernel multiplies Y[m, n] by
-  // 2^(exps_x[m] + exps_w[n]) as it reads it, before it adds linear_bias (so linear_bias too).
-  bool scaled = false;
   int par() const { return threads / slice; }
   int rows() const { return par() * seq; }
   std::string describe() const;
