@@ -18,7 +18,6 @@ import ctypes
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -26,55 +25,14 @@ import time
 import torch
 import torch.nn.functional as F
 
+from torch_timing import graph_time_us, host_us
+
 # One compiled function per shape: never fall back to eager because of the recompile limit.
 torch._dynamo.config.recompile_limit = 10_000
 torch._dynamo.config.cache_size_limit = 10_000
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 ROTATE_BYTES = 160 << 20  # > 2x the 60 MB L2 of an H200
-
-
-def graph_time_us(fn, nsets, k, replays):
-    """fn(i) enqueues call i on the current stream. Median device us per call."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(k):  # warm-up outside the graph (allocations, autotuning, loads)
-            fn(i)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    # Capture on the warm-up stream: per-stream state made during warm-up (kjit's workspace)
-    # is then already there, so nothing is allocated during capture.
-    with torch.cuda.graph(g, stream=s):
-        for i in range(k):
-            fn(i)
-    for _ in range(3):
-        g.replay()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    per_call = []
-    for _ in range(replays):
-        start.record()
-        g.replay()
-        stop.record()
-        stop.synchronize()
-        per_call.append(start.elapsed_time(stop) * 1000.0 / k)
-    del g
-    return statistics.median(per_call)
-
-
-def host_us(fn, batch=100, batches=11):
-    fn()
-    torch.cuda.synchronize()
-    t = []
-    for _ in range(batches):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        t.append((time.perf_counter() - t0) * 1e6 / batch)
-    torch.cuda.synchronize()
-    return statistics.median(t)
 
 
 def rel_l2(out, ref):
@@ -175,12 +133,12 @@ def time_peers(row, x0, kjit_call, eager, compiled, replays):
     xs = [x0.clone() for _ in range(nsets)]
     ys = [torch.empty_like(x0) for _ in range(nsets)]
     row["kjit_torch_graph_us"] = graph_time_us(
-        lambda i: kjit_call(xs[i % nsets], ys[i % nsets]), nsets, k, replays)
-    row["eager_us"] = graph_time_us(lambda i: eager(xs[i % nsets]), nsets, k, replays)
-    row["compile_us"] = graph_time_us(lambda i: compiled(xs[i % nsets]), nsets, k, replays)
+        lambda i: kjit_call(xs[i % nsets], ys[i % nsets]), k, replays)
+    row["eager_us"] = graph_time_us(lambda i: eager(xs[i % nsets]), k, replays)
+    row["compile_us"] = graph_time_us(lambda i: compiled(xs[i % nsets]), k, replays)
     row["eager_host_us"] = host_us(lambda: eager(x0))
     row["compile_host_us"] = host_us(lambda: compiled(x0))
-    row["silu_only_us"] = graph_time_us(lambda i: F.silu(xs[i % nsets]), nsets, k, replays)
+    row["silu_only_us"] = graph_time_us(lambda i: F.silu(xs[i % nsets]), k, replays)
     return xs, ys, nsets, k
 
 
@@ -216,7 +174,7 @@ def bench_group_norm(kj, case, replays):
 
     xs, ys, nsets, k = time_peers(
         row, x0, lambda x, y: kj.group_norm(dt, x, groups, w, b, y), eager, compiled, replays)
-    row["torch_copy_us"] = graph_time_us(lambda i: ys[i % nsets].copy_(xs[i % nsets]), nsets, k, replays)
+    row["torch_copy_us"] = graph_time_us(lambda i: ys[i % nsets].copy_(xs[i % nsets]), k, replays)
     return row
 
 
@@ -264,10 +222,10 @@ def bench_row_norm(kj, case, replays):
     # A second floor: the elementwise op that also reads the parameters (x * w + b, or x * w),
     # which for few rows are as large as x itself.
     if op == "layer_norm":
-        row["affine_only_us"] = graph_time_us(lambda i: torch.addcmul(b, xs[i % nsets], w), nsets,
-                                              k, replays)
+        row["affine_only_us"] = graph_time_us(lambda i: torch.addcmul(b, xs[i % nsets], w), k,
+                                              replays)
     else:
-        row["affine_only_us"] = graph_time_us(lambda i: xs[i % nsets] * w, nsets, k, replays)
+        row["affine_only_us"] = graph_time_us(lambda i: xs[i % nsets] * w, k, replays)
     row["kjit_c_host_us"] = host_us(lambda: kj.layer_norm(op, dt, x0, w, b, y, eps))
     return row
 
@@ -373,10 +331,10 @@ def lgm_measure(kj, row, model, x, precision, pack, fp32_class, replays):
         row["kjit_torch_graph_us"] = graph_time_us(
             lambda i: kj.linear_gn_min(precision, x, model.gemm, model.group_norm, model.bias, out,
                                        pack),
-            1, kk, replays)
-        row["eager_us"] = graph_time_us(lambda i: model(x), 1, kk, replays)
-        row["compile_us"] = graph_time_us(lambda i: compiled(x), 1, kk, replays)
-        row["gemm_alone_us"] = graph_time_us(lambda i: model.gemm(x), 1, kk, replays)
+            kk, replays)
+        row["eager_us"] = graph_time_us(lambda i: model(x), kk, replays)
+        row["compile_us"] = graph_time_us(lambda i: compiled(x), kk, replays)
+        row["gemm_alone_us"] = graph_time_us(lambda i: model.gemm(x), kk, replays)
         row["eager_host_us"] = host_us(lambda: model(x), batch=5, batches=5)
     return row
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 import kjit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import graph_time_us, host_us  # noqa: E402
+from timing import check_and_time  # noqa: E402
 
 
 class GroupNormSiLU(nn.Module):
@@ -63,24 +63,8 @@ def run(shape=(8, 256, 24, 24), groups=32, channels_last=False, seed=0, time_it=
     x = torch.randn(shape, device="cuda") * 2 + 0.5
     if channels_last:
         x = x.to(memory_format=torch.channels_last)
-    compiled = torch.compile(ref)
-    compiled_ours = torch.compile(ours, fullgraph=True)  # the custom op: no graph break
-    with torch.no_grad():
-        want = ref(x)
-        got = ours(x)
-        got_compiled = compiled_ours(x)
-        torch.cuda.synchronize()
-        row = {
-            "shape": list(shape), "groups": groups, "channels_last": channels_last,
-            "max_abs_err": (got - want).abs().max().item(),
-            "allclose_1e-4": torch.allclose(got, want, atol=1e-4, rtol=1e-4),
-            "compiled_allclose_1e-4": torch.allclose(got_compiled, want, atol=1e-4, rtol=1e-4),
-        }
-        for name, fn in (("eager", ref), ("torch_compile", compiled), ("kjit", ours),
-                         ("kjit_in_torch_compile", compiled_ours)):
-            if time_it:
-                row[name + "_device_us"] = graph_time_us(lambda: fn(x))
-                row[name + "_host_us"] = host_us(lambda: fn(x))
+    row = {"groups": groups, "channels_last": channels_last}
+    row.update(check_and_time(ref, ours, x, time_it))
     return row
 
 

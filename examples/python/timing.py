@@ -1,51 +1,39 @@
-"""Timing for the examples, one method for every contender (kjit, eager, torch.compile): device
-time from a CUDA graph of k back-to-back calls (events around each replay, median, divided by k),
-and host time per Python call (median of batches, the GPU kept busy by nothing but the calls)."""
+"""What the seed examples share: the check of a kjit module against the PyTorch module it
+replaces, and the timing of both (tools/torch_timing.py: the method of tools/bench.py)."""
 
-import statistics
-import time
+import os
+import sys
 
 import torch
 
-
-def graph_time_us(fn, k=20, replays=20):
-    """fn() enqueues one call on the current stream. Median device us per call."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):  # warm-up outside the graph: plans, compiles, allocations
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for _ in range(k):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t = []
-    for _ in range(replays):
-        start.record()
-        g.replay()
-        stop.record()
-        stop.synchronize()
-        t.append(start.elapsed_time(stop) * 1000.0 / k)
-    del g
-    return statistics.median(t)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from torch_timing import graph_time_us, host_us  # noqa: E402,F401
 
 
-def host_us(fn, batch=200, batches=11):
-    """Median host us per call of fn() (no synchronization inside a batch)."""
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    t = []
-    for _ in range(batches):
+def check_and_time(ref, ours, x, time_it=True, k=20, replays=20, batch=100, batches=11):
+    """ours(x) and, compiled with fullgraph (kjit's custom ops: no graph break), against ref(x):
+    allclose(1e-4) and the largest difference; then, with time_it, device and host us per call
+    of eager, torch.compile, kjit and kjit inside torch.compile."""
+    compiled = torch.compile(ref)
+    compiled_ours = torch.compile(ours, fullgraph=True)
+    with torch.no_grad():
+        want = ref(x)
+        got = ours(x)
+        got_compiled = compiled_ours(x)
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        t.append((time.perf_counter() - t0) * 1e6 / batch)
-    torch.cuda.synchronize()
-    return statistics.median(t)
+
+        def close(a):
+            return a.shape == want.shape and torch.allclose(a, want, atol=1e-4, rtol=1e-4)
+
+        row = {
+            "shape": list(got.shape), "want_shape": list(want.shape),
+            "max_abs_err": (got - want).abs().max().item() if got.shape == want.shape else None,
+            "allclose_1e-4": close(got),
+            "compiled_allclose_1e-4": close(got_compiled),
+        }
+        if time_it:
+            for name, fn in (("eager", ref), ("torch_compile", compiled), ("kjit", ours),
+                             ("kjit_in_torch_compile", compiled_ours)):
+                row[name + "_device_us"] = graph_time_us(lambda i: fn(x), k, replays)
+                row[name + "_host_us"] = host_us(lambda: fn(x), batch, batches)
+    return row
