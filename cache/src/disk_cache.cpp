@@ -384,32 +384,28 @@ void DiskCache::Impl::publish_remote(const Key& key, const Entry& entry) {
   }
 }
 
-bool DiskCache::Impl::vet_remote(const Key& key, const Entry& e) {
-  if (!opts.check) return true;
-  const std::string refusal = opts.check->problem(key, e);
-  if (refusal.empty()) return true;
-  ++untrusted;
-  note_untrusted("the remote tier's value for " + key.hex() + ": " + refusal);
-  return false;
-}
-
-bool DiskCache::Impl::wait_for_fleet(const Key& key, bool* leased, Entry* out) {
-  if (!remote) return false;
-  std::optional<Entry> e = remote->claim_or_wait(key, leased);
-  if (!e || !vet_remote(key, *e)) return false;
-  if (mode == Mode::ReadWrite) put_local(key, *e);
-  *out = std::move(*e);
-  return true;
-}
-
-bool DiskCache::Impl::fetch_remote(const Key& key, Entry* out, bool* missed) {
-  if (!remote) return false;
-  std::optional<Entry> e = remote->get(key, missed);
-  if (!e || !vet_remote(key, *e)) return false;
+bool DiskCache::Impl::accept_remote(const Key& key, std::optional<Entry> e, Entry* out) {
+  if (!e) return false;
+  if (opts.check) {
+    const std::string refusal = opts.check->problem(key, *e);
+    if (!refusal.empty()) {
+      ++untrusted;
+      note_untrusted("the remote tier's value for " + key.hex() + ": " + refusal);
+      return false;
+    }
+  }
   // Sealed and checked like any entry: what lands on disk is this user's file again.
   if (mode == Mode::ReadWrite) put_local(key, *e);
   *out = std::move(*e);
   return true;
+}
+
+bool DiskCache::Impl::wait_for_fleet(const Key& key, bool* leased, Entry* out) {
+  return remote && accept_remote(key, remote->claim_or_wait(key, leased), out);
+}
+
+bool DiskCache::Impl::fetch_remote(const Key& key, Entry* out, bool* missed) {
+  return remote && accept_remote(key, remote->get(key, missed), out);
 }
 
 Entry DiskCache::get_or_make(const Key& key, const std::function<Entry()>& make, bool* made) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "cache_dir.hpp"
@@ -60,9 +61,10 @@ struct DiskCache::Impl {
   bool put_local(const Key& key, const Entry& entry);
   // Queues `entry` for the remote tier, sealed by opts.check as put_local writes it.
   void publish_remote(const Key& key, const Entry& entry);
-  // The HMAC vouches that a fleet member wrote a remote value; opts.check, which every entry
-  // read must pass, decides whether this cache serves it (a refusal is counted untrusted).
-  bool vet_remote(const Key& key, const Entry& e);
+  // A remote value (none: false) into *out and, when writable, onto disk. The HMAC vouches that
+  // a fleet member wrote it; opts.check, which every entry read must pass, decides whether this
+  // cache serves it (a refusal is counted untrusted).
+  bool accept_remote(const Key& key, std::optional<Entry> e, Entry* out);
   std::string publish(const Key& key, const std::string& bytes);  // empty, or why it failed
   void account_put(uint64_t size);
   void trim_if_over_cap();

@@ -103,9 +103,8 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
   const ops::GroupNormOptions o = options(eps, autotune);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.group_norm.
   if (c.x.numel() == 0) return;
-  ops::validate_call(c.p, c.x.data, c.out.data, c.weight.data, c.bias.data, o.eps);
-  Runtime& rt = runtime_for(c.x.device_id);
-  nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
+  Runtime& rt = runtime_for(c.x.device_id);  // ops::group_norm checks eps and the pointers
+  nb::gil_scoped_release release;            // a first call compiles: let other Python threads run
   ops::group_norm(rt, c.p, c.x.data, c.out.data, c.weight.data, c.bias.data, o, as_stream(stream));
 }
 

@@ -99,10 +99,8 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
   const ops::LayerNormOptions o = options(eps, autotune);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
   if (c.x.numel() == 0) return;
-  ops::validate_call(c.p, c.x.data, c.residual.data, c.out.data, c.sum.data, c.weight.data,
-                     c.bias.data, o.eps);
-  Runtime& rt = runtime_for(c.x.device_id);
-  nb::gil_scoped_release release;  // a first call compiles: let other Python threads run
+  Runtime& rt = runtime_for(c.x.device_id);  // ops::layer_norm checks eps and the pointers
+  nb::gil_scoped_release release;            // a first call compiles: let other Python threads run
   ops::layer_norm(rt, c.p, c.x.data, c.residual.data, c.out.data, c.sum.data, c.weight.data,
                   c.bias.data, o, as_stream(stream));
 }

@@ -117,8 +117,7 @@ void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::
   ops::Workspace ws;
   if (c.has_ws) ws = {c.ws.data, static_cast<size_t>(c.ws.shape[0])};
   auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
-  ops::validate_call(c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),
-                     f(c.bias), f(c.out), o, ws);
+  // ops::linear_gn_min checks the options, the pointers and the workspace.
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;  // a first call compiles and picks a GEMM: let Python run
   ops::linear_gn_min(rt, c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),

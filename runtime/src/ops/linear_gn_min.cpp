@@ -212,17 +212,18 @@ void configure_desc(lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_b
 }
 
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
-  g->ab_type = p.precision == Precision::Bf16Inputs ? CUDA_R_16BF : CUDA_R_32F;
-  g->compute = p.precision == Precision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const auto M = static_cast<uint64_t>(p.M), K = static_cast<uint64_t>(p.K),
              N = static_cast<uint64_t>(p.N);
-  g->a = lt::Layout(g->ab_type, K, N, p.K);  // W [N, K] row-major = K x N column-major
-  g->b = lt::Layout(g->ab_type, K, M, p.K);  // x [M, K] row-major = K x M column-major
   g->d = lt::Layout(CUDA_R_32F, N, M, p.N);  // Y [M, N] row-major = N x M column-major
   g->split = p.precision == Precision::Fp32x3;
-  if (!g->split) return;
+  if (!g->split) {
+    const cudaDataType_t ab = p.precision == Precision::Bf16Inputs ? CUDA_R_16BF : CUDA_R_32F;
+    g->compute = p.precision == Precision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    g->a = lt::Layout(ab, K, N, p.K);  // W [N, K] row-major = K x N column-major
+    g->b = lt::Layout(ab, K, M, p.K);  // x [M, K] row-major = K x M column-major
+    return;
+  }
   // FP16 tensor cores with fp32 accumulation on the split rows (docs/OPS.md, "Split precision").
-  g->ab_type = CUDA_R_16F;
   g->compute = CUBLAS_COMPUTE_32F;
   g->bias_epilogue = false;  // the kernel adds the bias after undoing the scales
   g->pitch = linear_gn_min_split_pitch(p.K);

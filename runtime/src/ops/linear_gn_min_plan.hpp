@@ -41,7 +41,6 @@ struct LgmGemm {
   kjit::detail::lt::Layout a, b, d;  // C = D (beta = 0)
   bool bias_epilogue = true;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  cudaDataType_t ab_type = CUDA_R_32F;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;  // what algo uses (<= kLinearGnMinGemmWorkspace)
   std::string source;    // "heuristic", "autotuned", "cache"
