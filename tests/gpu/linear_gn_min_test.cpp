@@ -1141,6 +1141,9 @@ TEST_CASE("linear_gn_min fp32x3: the seed problem, packed and split per call, ne
           << vt.gemm_max_abs << "; fp32x3 " << v3.max_abs << " / " << v3.gemm_max_abs
           << " (per call: packed vs unpacked differ by " << diff << ")");
   CHECK(v3.gemm_max_abs * 10 < vt.gemm_max_abs);  // far from TF32's class
+  // The issue's bar: within 2x of strict FP32's error on the same data (hi*hi in K slices).
+  CHECK(v3.gemm_max_abs <= 2 * v1.gemm_max_abs);
+  CHECK(v3.max_abs <= 2 * v1.max_abs);
 }
 
 TEST_CASE("linear_gn_min fp32x3: 110 random problems against float64, fp32 and tf32 beside") {
@@ -1162,7 +1165,7 @@ TEST_CASE("linear_gn_min fp32x3: 110 random problems against float64, fp32 and t
     }));
   for (auto& j : jobs) j.get();
   kjit::Stream stream(rt);
-  std::vector<double> e3, e1, et, g3, g1, gt;
+  std::vector<double> e3, e1, et, g3, g1, gt, ratio;
   int allclose3 = 0, allclose1 = 0, packed_count = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& cs = cases[i];
@@ -1189,13 +1192,15 @@ TEST_CASE("linear_gn_min fp32x3: 110 random problems against float64, fp32 and t
     g3.push_back(v.gemm_max_abs);
     g1.push_back(v1.gemm_max_abs);
     gt.push_back(vt.gemm_max_abs);
+    if (v1.gemm_max_abs > 0) ratio.push_back(v.gemm_max_abs / v1.gemm_max_abs);
   }
   MESSAGE("110 random problems (" << packed_count << " packed), max abs error vs float64 per "
                                   << "problem, end to end: fp32 " << spread(e1) << "; tf32 "
                                   << spread(et) << "; fp32x3 " << spread(e3) << ". GEMM: fp32 "
                                   << spread(g1) << "; tf32 " << spread(gt) << "; fp32x3 "
                                   << spread(g3) << ". allclose(1e-4): fp32 " << allclose1
-                                  << ", fp32x3 " << allclose3 << " of 110");
+                                  << ", fp32x3 " << allclose3 << " of 110. GEMM error "
+                                  << "fp32x3 / fp32 per problem: " << spread(ratio));
   // Where strict FP32 is allclose, split precision is too, up to two problems whose min sits in
   // an ill-conditioned group (their rows are held to the conditioning bound by check_strict).
   CHECK(allclose3 + 2 >= allclose1);

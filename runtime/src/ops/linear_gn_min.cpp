@@ -193,7 +193,7 @@ cublasLtHandle_t LgmState::handle(Runtime& rt) {
 
 namespace {
 
-// op(A) = W^T, B = x, no epilogue (the split path's second GEMM).
+// op(A) = W^T, B = x, no epilogue (the split path's hi*hi slices).
 void configure_plain(lt::MatmulDesc& desc) {
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   desc.set(CUBLASLT_MATMUL_DESC_TRANSA, ta).set(CUBLASLT_MATMUL_DESC_TRANSB, tb);
@@ -230,8 +230,18 @@ void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
   const auto row = static_cast<uint64_t>(2 * g->pitch);
   g->a = lt::Layout(CUDA_R_16F, row, N, 2 * g->pitch);  // [hi | lo] of W: all of each row
   g->b = lt::Layout(CUDA_R_16F, row, M, 2 * g->pitch);  // [lo | hi] of x
-  g->a2 = lt::Layout(CUDA_R_16F, K, N, 2 * g->pitch);   // W's hi part (at offset 0)
-  g->b2 = lt::Layout(CUDA_R_16F, K, M, 2 * g->pitch);   // x's hi part (at offset pitch)
+  // hi*hi in slices of equal width (a multiple of 128 halves, so every slice starts 256-byte
+  // aligned), the last one shorter where the padded K does not divide.
+  const int64_t count = (g->pitch + kSplitSliceK - 1) / kSplitSliceK;
+  const int64_t width = (g->pitch / 128 + count - 1) / count * 128;
+  g->slices = g->pitch / width;
+  auto slice = [&](int64_t k, LgmSliceGemm* s) {
+    s->k = k;
+    s->a = lt::Layout(CUDA_R_16F, static_cast<uint64_t>(k), N, 2 * g->pitch);  // W's hi, offset 0
+    s->b = lt::Layout(CUDA_R_16F, static_cast<uint64_t>(k), M, 2 * g->pitch);  // x's hi, at pitch
+  };
+  slice(width, &g->slice);
+  if (g->pitch % width != 0) slice(g->pitch % width, &g->tail);
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
@@ -250,15 +260,15 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
 }
 
 // No bias, and only kjit's 256-byte aligned split rows: nothing of the caller's pointers matters.
-void build_second_gemm(Runtime& rt, LgmState& st, LgmGemm* g) {
+void build_slice_gemms(Runtime& rt, LgmState& st, LgmGemm* g) {
   lt::MatmulDesc desc(g->compute, CUDA_R_32F);
   configure_plain(desc);
   lt::Preference pref;
   pref.max_workspace(kLinearGnMinGemmWorkspace).min_alignment(256, 256, 256, 256);
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
-  const auto best = lt::heuristic(h, desc, g->a2, g->b2, g->d, g->d, pref, 1);
-  g->algo2 = best[0].algo;
+  for (LgmSliceGemm* s : {&g->slice, &g->tail})
+    if (s->k > 0) s->algo = lt::heuristic(h, desc, s->a, s->b, g->d, g->d, pref, 1)[0].algo;
 }
 
 bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
@@ -281,7 +291,7 @@ void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const Lg
   g->algo = best[0].algo;
   g->workspace = best[0].workspaceSize;
   g->source = "heuristic";
-  if (g->split) build_second_gemm(rt, st, g);
+  if (g->split) build_slice_gemms(rt, st, g);
 }
 
 void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CUdeviceptr y,
@@ -296,15 +306,22 @@ void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CU
                            kLinearGnMinGemmWorkspace, stream),
             "cublasLtMatmul");
   if (!g.split) return;
-  // hi*hi added onto lo*hi + hi*lo: x's hi part starts `pitch` halves into its rows.
+  // hi*hi added onto lo*hi + hi*lo, slice by slice: x's hi part starts `pitch` halves into its
+  // rows, W's at 0.
   lt::MatmulDesc desc2(g.compute, CUDA_R_32F);
   configure_plain(desc2);
   const float one = 1.f;
-  const void* x_hi = static_cast<const char*>(x) + g.pitch * 2;
-  lt::check(cublasLtMatmul(h, desc2.get(), &one, w, g.a2.get(), x_hi, g.b2.get(), &one, yp,
-                           g.d.get(), yp, g.d.get(), &g.algo2, reinterpret_cast<void*>(lt_ws),
-                           kLinearGnMinGemmWorkspace, stream),
-            "cublasLtMatmul (split, hi*hi)");
+  const auto* w_hi = static_cast<const char*>(w);
+  const char* x_hi = static_cast<const char*>(x) + g.pitch * 2;
+  for (int64_t i = 0; i <= g.slices; ++i) {
+    const LgmSliceGemm& s = i < g.slices ? g.slice : g.tail;
+    if (s.k == 0) break;
+    const int64_t at = i * g.slice.k * 2;  // bytes
+    lt::check(cublasLtMatmul(h, desc2.get(), &one, w_hi + at, s.a.get(), x_hi + at, s.b.get(), &one,
+                             yp, g.d.get(), yp, g.d.get(), &s.algo, reinterpret_cast<void*>(lt_ws),
+                             kLinearGnMinGemmWorkspace, stream),
+              "cublasLtMatmul (split, hi*hi)");
+  }
 }
 
 void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& config,
@@ -457,7 +474,11 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
   info.workspace_bytes = linear_gn_min_workspace_size(p);
   if (plan.gemm.split) {
     info.split_kernel = plan.split_x.instantiation();
-    info.gemm_algo += "; hi*hi " + lt::describe(plan.gemm.algo2);
+    const detail::LgmGemm& g = plan.gemm;
+    info.gemm_algo +=
+        "; hi*hi in " + std::to_string(g.slices) + " x K=" + std::to_string(g.slice.k);
+    if (g.tail.k > 0) info.gemm_algo += " + K=" + std::to_string(g.tail.k);
+    info.gemm_algo += " slices: " + lt::describe(g.slice.algo);
   }
   return info;
 }

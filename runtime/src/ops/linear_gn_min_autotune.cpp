@@ -67,8 +67,8 @@ void apply(const GemmChoice& c, LgmGemm* g) {
 }
 
 // The key both steps share: the problem, the alignment classes, the bias variant, programmatic
-// launch and cuBLASLt's version. Version 5: fp32x3 on FP16 tensor cores (4: the two-step records
-// of kjit::Autotuner).
+// launch and cuBLASLt's version. Version 6: fp32x3's hi*hi in K slices (5: fp32x3 on FP16 tensor
+// cores; 4: the two-step records of kjit::Autotuner).
 template <class Config>
 void add_key(kjit::Autotuner<Config>& t, const LinearGnMinProblem& p, const LgmKey& key) {
   t.key("problem", p.describe()).key("pdl", env_pdl() ? 1 : 0);
@@ -80,7 +80,7 @@ void add_key(kjit::Autotuner<Config>& t, const LinearGnMinProblem& p, const LgmK
 
 kjit::Autotuner<GemmChoice> gemm_tuner(const LinearGnMinProblem& p, const LgmKey& key,
                                        std::vector<GemmChoice> choices) {
-  kjit::Autotuner<GemmChoice> t("linear_gn_min.gemm", 5, std::move(choices),
+  kjit::Autotuner<GemmChoice> t("linear_gn_min.gemm", 6, std::move(choices),
                                 [](const GemmChoice& c) { return c.describe(); });
   add_key(t, p, key);
   // Without the epilogue the kernel adds the bias: leave the epilogue only for a clear gain
@@ -92,7 +92,7 @@ kjit::Autotuner<GemmChoice> gemm_tuner(const LinearGnMinProblem& p, const LgmKey
 
 kjit::Autotuner<GnMinConfig> kernel_tuner(const LinearGnMinProblem& p, const LgmKey& key,
                                           bool epilogue, std::vector<GnMinConfig> cands) {
-  kjit::Autotuner<GnMinConfig> t("linear_gn_min.kernel", 5, std::move(cands),
+  kjit::Autotuner<GnMinConfig> t("linear_gn_min.kernel", 6, std::move(cands),
                                  [](const GnMinConfig& c) { return c.describe(); });
   add_key(t, p, key);
   t.key("bias_epilogue", epilogue ? 1 : 0);
@@ -120,10 +120,12 @@ struct Scratch {
         ws(rt, lw.bytes(true)) {  // no room for a split W: the split kernels are not timed
     Stream s(rt);
     kjit::detail::ContextGuard g(rt.context());
-    for (const DeviceBuffer* b : {&x, &w, &lb, &beta, &bias})
-      fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115 in fp32 and bf16
-    fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
     const bool split = p.precision == Precision::Fp32x3;
+    const std::vector<unsigned char> block = varied_block(split ? 2 : static_cast<int>(ab));
+    for (const DeviceBuffer* b : {&x, &w}) fill_varied_async(b->ptr(), b->bytes(), block, s);
+    for (const DeviceBuffer* b : {&lb, &beta, &bias})
+      fill_async(b->ptr(), 0x3c, b->bytes(), s);  // 0.0115
+    fill_async(gamma.ptr(), 0x3f, gamma.bytes(), s);
     if (split) {  // the rows' exponents: 0, the scales of 1
       const size_t xe = LgmWorkspace::split_exps_offset(p.M, p.K);
       const size_t we = LgmWorkspace::split_exps_offset(p.N, p.K);
@@ -163,9 +165,9 @@ void run_or_unsupported(const LgmGemm& g, const Scratch& s, CUstream stream, cub
 void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key, float eps,
               LgmPlan* plan) {
   init_gemm(p, &plan->gemm);
-  // Fp32x3: the tuner times the first GEMM's candidates (2/3 of the work) with the second GEMM,
-  // hi*hi, on the heuristic's algorithm.
-  if (plan->gemm.split) build_second_gemm(rt, st, &plan->gemm);
+  // Fp32x3: the tuner times the first GEMM's candidates (2/3 of the work) with the hi*hi
+  // slices on the heuristic's algorithms.
+  if (plan->gemm.split) build_slice_gemms(rt, st, &plan->gemm);
   std::vector<GemmChoice> choices = gemm_choices(rt, st, key, plan->gemm);
   if (choices.empty())
     throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no algorithm for " + p.describe());

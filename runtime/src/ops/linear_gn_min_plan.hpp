@@ -34,9 +34,23 @@ struct LgmKey {
 //
 // Fp32x3 (split): A and B are the split rows of fp16 (W as [hi | lo], x as [lo | hi], each part
 // pitch = linear_gn_min_split_pitch(K) halves, zero-padded; kjit/f16_split.cuh). The first GEMM
-// (a, b: K' = 2 * pitch, alpha = 2^-11, beta = 0, no epilogue) computes (lo*hi + hi*lo) * 2^-11,
-// the second (a2, b2: the hi parts, K rows at ld 2 * pitch, beta = 1) adds hi*hi: small products
-// first. Y then holds the scaled rows' product; the fused kernel undoes the scales.
+// (a, b: K' = 2 * pitch, alpha = 2^-11, beta = 0, no epilogue) computes (lo*hi + hi*lo) * 2^-11;
+// then hi*hi is added in slices of at most kSplitSliceK of the padded K (beta = 1 each): small
+// products first. Y then holds the scaled rows' product; the fused kernel undoes the scales.
+//
+// Why slices: the tensor cores' fp32 accumulation truncates as it adds, so its error grows with
+// the length of the sum (measured on the seed problem: max abs error 3.7e-5 for one hi*hi GEMM
+// over K = 8192, halving with every halving of the slice, 8.0e-6 at 2048, against strict FP32's
+// 1.3e-5). Each slice's sum joins Y through cuBLASLt's epilogue, in fp32 with rounding to nearest.
+inline constexpr int64_t kSplitSliceK = 2048;
+
+// The hi*hi GEMM of one slice width.
+struct LgmSliceGemm {
+  kjit::detail::lt::Layout a, b;
+  cublasLtMatmulAlgo_t algo{};
+  int64_t k = 0;  // padded columns per slice; 0: none
+};
+
 struct LgmGemm {
   kjit::detail::lt::Layout a, b, d;  // C = D (beta = 0)
   bool bias_epilogue = true;
@@ -44,10 +58,10 @@ struct LgmGemm {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;  // what algo uses (<= kLinearGnMinGemmWorkspace)
   std::string source;    // "heuristic", "autotuned", "cache"
-  bool split = false;    // Fp32x3: the second GEMM below runs after the first
+  bool split = false;    // Fp32x3: the hi*hi slices below run after the first GEMM
   int64_t pitch = 0;     // halves per part of a split row
-  kjit::detail::lt::Layout a2, b2;
-  cublasLtMatmulAlgo_t algo2{};
+  int64_t slices = 0;    // hi*hi slices of slice.k columns, then (tail.k > 0) one of tail.k
+  LgmSliceGemm slice, tail;
 };
 
 // The workspace of a call: Y, the row minima, (Fp32x3) the split x and its row exponents,
@@ -114,8 +128,8 @@ class LgmState {
 // Shared by the op and autotuning.
 void configure_desc(kjit::detail::lt::MatmulDesc& desc, const LgmGemm& g, const void* linear_bias);
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
-// Fp32x3: the second GEMM's algorithm (the heuristic's first), after init_gemm.
-void build_second_gemm(Runtime& rt, LgmState& st, LgmGemm* g);
+// Fp32x3: the hi*hi slices' algorithms (the heuristic's first), after init_gemm.
+void build_slice_gemms(Runtime& rt, LgmState& st, LgmGemm* g);
 // Up to `count` algorithms of the heuristic for g (initialized), best first.
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
                                                              const LgmKey& key, LgmGemm& g,
