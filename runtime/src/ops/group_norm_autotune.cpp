@@ -2,6 +2,7 @@
 // of the problem's size, the fastest remembered in the disk cache (kjit/autotune.hpp says what
 // the record is keyed by; the key below adds the problem and the switches that change what a
 // candidate runs).
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <random>
@@ -18,10 +19,11 @@
 namespace kjit::ops::detail {
 namespace {
 
-// Version 3: the candidates are timed by kjit::TimingRule (version 2 timed 5 x 10 calls).
+// Version 4: timed over rotating sets larger than the L2 (3: by kjit::TimingRule on one set; 2:
+// 5 x 10 calls).
 kjit::Autotuner<GroupNormConfig> make_tuner(const GroupNormProblem& p, bool aligned,
                                             std::vector<GroupNormConfig> cands) {
-  kjit::Autotuner<GroupNormConfig> tuner("group_norm", 3, std::move(cands),
+  kjit::Autotuner<GroupNormConfig> tuner("group_norm", 4, std::move(cands),
                                          [](const GroupNormConfig& c) { return c.describe(); });
   tuner.key("problem", p.describe()).key("param_dtype", dtype_name(p.param_dtype));
   tuner.key("aligned", aligned ? 1 : 0).key("pdl", env_pdl() ? 1 : 0);
@@ -39,15 +41,20 @@ std::shared_ptr<GnPlan> build(Runtime& rt, const GroupNormProblem& p, const Grou
   return plan;
 }
 
-// Inputs of the problem's size, offset by one element when the caller's are unaligned, filled on
+// x and y of the problem's size in as many sets as it takes to exceed twice the L2 (at most 256),
+// offset by one element when the caller's are unaligned: the calls rotate through them, so that
+// each candidate is timed reading memory as the app's calls will, not a working set the L2 holds
+// (LayerNorm's tuner, timed on one set, picked a config slower than its heuristic's). Filled on
 // autotuning's own stream: DeviceBuffer's helpers synchronize the context, which would wait for
 // other threads' work and break another thread's global-mode capture.
 struct Scratch {
   Scratch(Runtime& rt, const GroupNormProblem& p, bool aligned, float eps)
       : bytes(static_cast<size_t>(p.N * p.C * p.S) * dtype_size(p.dtype)),
         off(aligned ? 0 : dtype_size(p.dtype)),
-        x(rt, bytes + 16),
-        y(rt, bytes + 16),
+        stride((bytes + 16 + 255) / 256 * 256),
+        sets(set_count(rt, 2 * stride)),
+        x(rt, stride * static_cast<size_t>(sets)),
+        y(rt, stride * static_cast<size_t>(sets)),
         w(rt, static_cast<size_t>(p.C) * 4),
         b(rt, static_cast<size_t>(p.C) * 4) {
     std::vector<unsigned char> host(bytes);
@@ -55,20 +62,33 @@ struct Scratch {
     for (auto& v : host) v = static_cast<unsigned char>(gen() & 0x3f);  // finite in every dtype
     Stream s(rt);
     kjit::detail::ContextGuard g(rt.context());
-    kjit::detail::check_cu(
-        kjit::detail::driver().cuMemcpyHtoDAsync_fn(x.ptr() + off, host.data(), bytes, s),
-        "cuMemcpyHtoDAsync");
+    const auto& d = kjit::detail::driver();
+    kjit::detail::check_cu(d.cuMemcpyHtoDAsync_fn(x.ptr() + off, host.data(), bytes, s),
+                           "cuMemcpyHtoDAsync");
+    for (int k = 1; k < sets; ++k)
+      kjit::detail::check_cu(d.cuMemcpyDtoDAsync_fn(x.ptr() + stride * static_cast<size_t>(k) + off,
+                                                    x.ptr() + off, bytes, s),
+                             "cuMemcpyDtoDAsync");
     fill_async(w.ptr(), 0x3c, w.bytes(), s);
     fill_async(b.ptr(), 0x01, b.bytes(), s);
     s.synchronize();
-    args =
-        GnArgs{reinterpret_cast<const void*>(x.ptr() + off), reinterpret_cast<void*>(y.ptr() + off),
-               p.has_weight ? reinterpret_cast<const void*>(w.ptr()) : nullptr,
-               p.has_bias ? reinterpret_cast<const void*>(b.ptr()) : nullptr, eps};
+    for (int k = 0; k < sets; ++k) {
+      const size_t at = stride * static_cast<size_t>(k) + off;
+      args.push_back(GnArgs{reinterpret_cast<const void*>(x.ptr() + at),
+                            reinterpret_cast<void*>(y.ptr() + at),
+                            p.has_weight ? reinterpret_cast<const void*>(w.ptr()) : nullptr,
+                            p.has_bias ? reinterpret_cast<const void*>(b.ptr()) : nullptr, eps});
+    }
   }
-  size_t bytes, off;
+  static int set_count(Runtime& rt, size_t set_bytes) {
+    const size_t l2 = static_cast<size_t>(std::max(rt.props().l2_bytes, 0));
+    return static_cast<int>(
+        std::min<size_t>(256, std::max<size_t>(1, (2 * l2 + set_bytes - 1) / set_bytes)));
+  }
+  size_t bytes, off, stride;
+  int sets;
   DeviceBuffer x, y, w, b;
-  GnArgs args{};
+  std::vector<GnArgs> args;  // one per set
 };
 
 }  // namespace
@@ -98,8 +118,9 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
       .tune(rt,
             [&](const GroupNormConfig& c) -> Launch {
               std::shared_ptr<GnPlan> plan = build(rt, p, c);
-              return [&rt, &scratch, &ws, plan](CUstream s) {
-                launch_plan(rt, *plan, scratch.args, s, &ws);
+              return [&rt, &scratch, &ws, plan, k = size_t{0}](CUstream s) mutable {
+                k = (k + 1) % scratch.args.size();
+                launch_plan(rt, *plan, scratch.args[k], s, &ws);
               };
             })
       .config;
