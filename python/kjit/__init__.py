@@ -14,8 +14,11 @@ from ._errors import (CaptureCompileError, CompileError, CublasError, CudaError,
                       InvalidArgumentError, IoError, NoDeviceError, NoDriverError, NotFoundError,
                       NvrtcError, UnsupportedError)
 from ._kernels import Kernel, compile, kernel
-from ._ops import group_norm, layer_norm, linear_gn_min, prepare, rms_norm
+from ._ops import group_norm, layer_norm, linear_gn_min, prepack_linear_gn_min, prepare, rms_norm
 from ._tensors import _find_torch
+
+# A weight split once for a precision (kjit.prepack_linear_gn_min), passed as weight=.
+LinearGnMinWeights = _native.LinearGnMinWeights
 
 # kjit.autotune = True: each op times its candidate configs once per problem and keeps the
 # fastest (stored in the disk cache, reused by later processes); as KJIT_AUTOTUNE=1 does.
@@ -56,8 +59,8 @@ _find_torch()
 
 __all__ = [
     "CaptureCompileError", "CompileError", "CublasError", "CudaError", "Error",
-    "InvalidArgumentError", "IoError", "Kernel", "NoDeviceError", "NoDriverError",
-    "NotFoundError", "NvrtcError", "UnsupportedError", "autotune", "cache_stats", "compile",
-    "gpu_available", "gpu_status", "group_norm", "kernel", "layer_norm", "linear_gn_min",
-    "nvrtc_version", "prepare", "rms_norm", "version",
+    "InvalidArgumentError", "IoError", "Kernel", "LinearGnMinWeights", "NoDeviceError",
+    "NoDriverError", "NotFoundError", "NvrtcError", "UnsupportedError", "autotune",
+    "cache_stats", "compile", "gpu_available", "gpu_status", "group_norm", "kernel", "layer_norm",
+    "linear_gn_min", "nvrtc_version", "prepack_linear_gn_min", "prepare", "rms_norm", "version",
 ]

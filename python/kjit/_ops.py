@@ -148,12 +148,20 @@ def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activat
 # --- Linear -> GroupNorm -> min -> + bias --------------------------------------------------------
 
 def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
-                  precision="fp32", *, out=None, stream=None):
+                  precision=None, *, out=None, stream=None):
     """torch.min(GroupNorm(x @ weight.T + linear_bias), dim=1, keepdim=True)[0] + bias, as the
     seed module computes it: x [M, K], weight [N, K] (float32; bfloat16 with
-    precision="bf16-inputs"), linear_bias, gamma, beta [N] and bias (N elements, e.g. (1, N, 1, 1))
-    float32. Returns PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32"
-    (strict, the default), "tf32", "bf16-inputs" or "fp32x3" (split precision, docs/OPS.md)."""
+    precision="bf16-inputs") or a kjit.LinearGnMinWeights from kjit.prepack_linear_gn_min,
+    linear_bias, gamma, beta [N] and bias (N elements, e.g. (1, N, 1, 1)) float32. Returns
+    PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32" (strict, the
+    default for a weight tensor), "tf32", "bf16-inputs" or "fp32x3" (split precision,
+    docs/OPS.md); a packed weight's own by default, and any other is refused. Inside
+    torch.compile, a call with a packed weight runs outside the compiled graph."""
+    if isinstance(weight, _native.LinearGnMinWeights):
+        return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps,
+                              precision, out, stream)
+    if precision is None:
+        precision = "fp32"
     if _compiling is not None and _compiling():
         return _into(out, _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias,
                                                    num_groups, eps, precision))
@@ -161,7 +169,25 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
                           out, stream)
 
 
+def prepack_linear_gn_min(weight, precision="fp32x3", *, stream=None):
+    """weight [N, K] float32 (CUDA) split once for `precision` ("fp32x3"; the other precisions
+    use the weight as it is and are refused), as inference runtimes prepack constant weights.
+    Returns a kjit.LinearGnMinWeights to pass as kjit.linear_gn_min's weight: a copy, so a
+    changed weight needs a new pack; it records N, K, the precision and the device, and a call
+    for another problem is refused. The split runs on stream= (else PyTorch's current stream for
+    a torch tensor, else the legacy default stream): a call on another stream must wait for it."""
+    try:
+        prec = _precisions[precision]
+    except (KeyError, TypeError):
+        prec = _precision(precision)
+    w = plain(weight)
+    return _native.prepack_linear_gn_min(dl(w), prec, stream_for(w, stream))
+
+
 def _lgm_sizes(x, weight):
+    if isinstance(weight, _native.LinearGnMinWeights):
+        xs = getattr(x, "shape", ())
+        return (int(xs[0]), int(xs[1]), weight.N) if len(xs) == 2 else None
     xs, ws = getattr(x, "shape", ()), getattr(weight, "shape", ())
     if len(xs) == 2 and len(ws) == 2:
         return int(xs[0]), int(xs[1]), int(ws[0])
@@ -170,10 +196,14 @@ def _lgm_sizes(x, weight):
 
 def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision, out,
                    stream):
-    try:
-        prec = _precisions[precision]
-    except (KeyError, TypeError):  # a name not seen yet, or no name at all
-        prec = _precision(precision)
+    packed = isinstance(weight, _native.LinearGnMinWeights)
+    if precision is None and packed:
+        prec = weight.precision
+    else:
+        try:
+            prec = _precisions[precision]
+        except (KeyError, TypeError):  # a name not seen yet, or no name at all
+            prec = _precision(precision)
     sizes = _lgm_sizes(x, weight)
     workspace = None
     if sizes is not None:
@@ -186,16 +216,17 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
             # inside a CUDA graph capture it comes from the graph's pool, so a captured call needs
             # no kjit workspace reserved for the capture stream.
             try:
-                nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups, prec)
+                nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups, prec, packed)
             except TypeError:
                 _check_scalars("kjit.linear_gn_min", (("num_groups", num_groups),), ())
                 raise
             torch = sys.modules["torch"]
             workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device)
     s = stream_for(x, stream)
+    call = _native.linear_gn_min_packed if packed else _native.linear_gn_min
     try:
-        _native.linear_gn_min(dl(x), dl(weight), dl(linear_bias), dl(gamma), dl(beta), dl(bias),
-                              dl(out), dl(workspace), num_groups, eps, prec, _autotune(), s)
+        call(dl(x), weight if packed else dl(weight), dl(linear_bias), dl(gamma), dl(beta),
+             dl(bias), dl(out), dl(workspace), num_groups, eps, prec, _autotune(), s)
     except TypeError:
         _check_scalars("kjit.linear_gn_min", (("num_groups", num_groups),), (("eps", eps),))
         raise
@@ -203,12 +234,16 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
 
 
 def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
-                           precision="fp32", *, out=None, stream=None):
+                           precision=None, *, out=None, stream=None):
     x, weight, linear_bias, gamma, beta, bias = (plain(t) for t in (x, weight, linear_bias,
                                                                      gamma, beta, bias))
+    if precision is None:
+        packed = isinstance(weight, _native.LinearGnMinWeights)
+        prec = weight.precision if packed else _precision("fp32")
+    else:
+        prec = _precision(precision)
     return _native.prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
-                                         eps, _precision(precision), _autotune(),
-                                         stream_for(x, stream))
+                                         eps, prec, _autotune(), stream_for(x, stream))
 
 
 # --- LayerNorm and RMSNorm -----------------------------------------------------------------------

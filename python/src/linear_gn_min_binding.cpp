@@ -46,10 +46,11 @@ ops::Precision precision_of(int p) {
   return static_cast<ops::Precision>(p);
 }
 
-// Everything a CPU can check, in argument order and then the problem; then the devices.
+// Everything a CPU can check, in argument order and then the problem; then the devices. `pack`:
+// the weight is prepacked (N from the pack; linear_gn_min checks the rest of it against p).
 LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
                   nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
-                  int64_t groups, int precision) {
+                  int64_t groups, int precision, const ops::LinearGnMinWeights* pack = nullptr) {
   LgmCall c;
   c.p.precision = precision_of(precision);
   const DType in = c.p.precision == ops::Precision::Bf16Inputs ? DType::BF16 : DType::F32;
@@ -59,10 +60,14 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
   require_dtype(kOp, c.x, in, in_rule);
   c.p.M = c.x.shape[0];
   c.p.K = c.x.shape[1];
-  c.weight = tensor_arg(kOp, "weight", weight, false);
-  require_matrix(c.weight, -1, c.p.K, "[N, K] (out_features, x's in_features)");
-  require_dtype(kOp, c.weight, in, in_rule);
-  c.p.N = c.weight.shape[0];
+  if (pack) {
+    c.p.N = pack->N();
+  } else {
+    c.weight = tensor_arg(kOp, "weight", weight, false);
+    require_matrix(c.weight, -1, c.p.K, "[N, K] (out_features, x's in_features)");
+    require_dtype(kOp, c.weight, in, in_rule);
+    c.p.N = c.weight.shape[0];
+  }
   c.p.G = groups;
   TensorArg* vecs[] = {&c.linear_bias, &c.gamma, &c.beta, &c.bias};
   const char* names[] = {"linear_bias", "gamma", "beta", "bias"};
@@ -93,7 +98,8 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
   ops::validate(c.p);
   require_cuda(kOp, c.x);
   const int dev = c.x.device_id;
-  for (const TensorArg* t : {&c.weight, &c.linear_bias, &c.gamma, &c.beta, &c.bias})
+  if (!pack) require_cuda(kOp, c.weight, dev);
+  for (const TensorArg* t : {&c.linear_bias, &c.gamma, &c.beta, &c.bias})
     require_cuda(kOp, *t, dev);
   if (!out.is_none()) require_cuda(kOp, c.out, dev);
   if (c.has_ws) require_cuda(kOp, c.ws, dev);
@@ -107,31 +113,73 @@ ops::LinearGnMinOptions options(double eps, bool autotune) {
   return o;
 }
 
-void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
-                   nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
-                   int64_t groups, double eps, int precision, bool autotune, uintptr_t stream) {
-  const LgmCall c =
-      read_call(x, weight, linear_bias, gamma, beta, bias, out, workspace, groups, precision);
+// Runs a checked call (`pack`: with that prepacked weight instead of c.weight); ops::linear_gn_min
+// checks the options, the pointers and the workspace.
+void run_call(const LgmCall& c, nb::handle out, const ops::LinearGnMinWeights* pack, double eps,
+              bool autotune, uintptr_t stream) {
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.linear_gn_min allocates it)");
   const ops::LinearGnMinOptions o = options(eps, autotune);
   ops::Workspace ws;
   if (c.has_ws) ws = {c.ws.data, static_cast<size_t>(c.ws.shape[0])};
   auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
-  // ops::linear_gn_min checks the options, the pointers and the workspace.
+  auto* y = static_cast<float*>(c.out.data);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;  // a first call compiles and picks a GEMM: let Python run
-  ops::linear_gn_min(rt, c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),
-                     f(c.bias), static_cast<float*>(c.out.data), o, as_stream(stream), ws);
+  if (pack)
+    ops::linear_gn_min(rt, c.p, c.x.data, *pack, f(c.linear_bias), f(c.gamma), f(c.beta), f(c.bias),
+                       y, o, as_stream(stream), ws);
+  else
+    ops::linear_gn_min(rt, c.p, c.x.data, c.weight.data, f(c.linear_bias), f(c.gamma), f(c.beta),
+                       f(c.bias), y, o, as_stream(stream), ws);
 }
 
-// Builds the plan (kernel, cuBLASLt algorithm) and gives `stream` kjit's workspace for it.
+void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
+                   nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
+                   int64_t groups, double eps, int precision, bool autotune, uintptr_t stream) {
+  run_call(read_call(x, weight, linear_bias, gamma, beta, bias, out, workspace, groups, precision),
+           out, nullptr, eps, autotune, stream);
+}
+
+// The same call with a prepacked weight.
+void linear_gn_min_packed(nb::handle x, const ops::LinearGnMinWeights& pack, nb::handle linear_bias,
+                          nb::handle gamma, nb::handle beta, nb::handle bias, nb::handle out,
+                          nb::handle workspace, int64_t groups, double eps, int precision,
+                          bool autotune, uintptr_t stream) {
+  run_call(read_call(x, nb::none(), linear_bias, gamma, beta, bias, out, workspace, groups,
+                     precision, &pack),
+           out, &pack, eps, autotune, stream);
+}
+
+// weight [N, K] float32 split once for `precision` (kjit.prepack_linear_gn_min).
+ops::LinearGnMinWeights prepack(nb::handle weight, int precision, uintptr_t stream) {
+  constexpr const char* op = "kjit.prepack_linear_gn_min";
+  const ops::Precision pr = precision_of(precision);
+  const TensorArg w = tensor_arg(op, "weight", weight, false);
+  if (w.ndim != 2) bad_arg(op, "weight", "has shape " + w.shape_text() + ", must be [N, K]");
+  if (!w.contiguous())
+    bad_arg(op, "weight",
+            "is not contiguous (strides " + w.strides_text() + "): call .contiguous() first");
+  require_dtype(op, w, DType::F32, "the weight is packed from float32");
+  ops::validate_prepack(w.shape[0], w.shape[1], pr, static_cast<const float*>(w.data));
+  require_cuda(op, w);
+  Runtime& rt = runtime_for(w.device_id);
+  nb::gil_scoped_release release;
+  return ops::prepack_linear_gn_min(rt, w.shape[0], w.shape[1], pr,
+                                    static_cast<const float*>(w.data), as_stream(stream));
+}
+
+// Builds the plan (kernel, cuBLASLt algorithm) and gives `stream` kjit's workspace for it
+// (`weight` a tensor or a pack).
 std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
                     nb::handle beta, nb::handle bias, int64_t groups, double eps, int precision,
                     bool autotune, uintptr_t stream) {
+  const ops::LinearGnMinWeights* pack = nullptr;
+  if (!nb::try_cast(weight, pack)) pack = nullptr;
   const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, nb::none(), nb::none(),
-                              groups, precision);
+                              groups, precision, pack);
   const ops::LinearGnMinOptions o = options(eps, autotune);
   Runtime& rt = runtime_for(c.x.device_id);
+  if (pack) ops::validate_pack(c.p, *pack, rt.context());
   nb::gil_scoped_release release;
   const ops::LinearGnMinInfo info = ops::prepare_linear_gn_min(rt, c.p, o);
   ops::reserve_linear_gn_min_workspace(rt, c.p, as_stream(stream));
@@ -146,21 +194,43 @@ void bind_linear_gn_min(nb::module_& m) {
         nb::arg("bias").none(), nb::arg("out").none(), nb::arg("workspace").none(),
         nb::arg("groups"), nb::arg("eps"), nb::arg("precision"), nb::arg("autotune"),
         nb::arg("stream"));
+  nb::class_<ops::LinearGnMinWeights>(m, "LinearGnMinWeights",
+                                      "A weight split once for a precision "
+                                      "(kjit.prepack_linear_gn_min): pass it as weight=.")
+      .def_prop_ro("N", &ops::LinearGnMinWeights::N)
+      .def_prop_ro("K", &ops::LinearGnMinWeights::K)
+      .def_prop_ro("precision",
+                   [](const ops::LinearGnMinWeights& w) { return static_cast<int>(w.precision()); })
+      .def_prop_ro("nbytes", &ops::LinearGnMinWeights::bytes)
+      .def("__repr__", [](const ops::LinearGnMinWeights& w) {
+        return "kjit.LinearGnMinWeights(" + w.describe() + ")";
+      });
+  m.def("prepack_linear_gn_min", &prepack, nb::arg("weight").none(), nb::arg("precision"),
+        nb::arg("stream"));
+  m.def("linear_gn_min_packed", &linear_gn_min_packed, nb::arg("x").none(), nb::arg("pack"),
+        nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
+        nb::arg("bias").none(), nb::arg("out").none(), nb::arg("workspace").none(),
+        nb::arg("groups"), nb::arg("eps"), nb::arg("precision"), nb::arg("autotune"),
+        nb::arg("stream"));
   m.def("prepare_linear_gn_min", &prepare, nb::arg("x").none(), nb::arg("weight").none(),
         nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
         nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("precision"),
         nb::arg("autotune"), nb::arg("stream"));
-  m.def("linear_gn_min_workspace_size",
-        [](int64_t M, int64_t K, int64_t N, int64_t G, int precision) {
-          ops::LinearGnMinProblem p;
-          p.M = M;
-          p.K = K;
-          p.N = N;
-          p.G = G;
-          p.precision = precision_of(precision);
-          ops::validate(p);
-          return ops::linear_gn_min_workspace_size(p);
-        });
+  m.def(
+      "linear_gn_min_workspace_size",
+      [](int64_t M, int64_t K, int64_t N, int64_t G, int precision, bool packed) {
+        ops::LinearGnMinProblem p;
+        p.M = M;
+        p.K = K;
+        p.N = N;
+        p.G = G;
+        p.precision = precision_of(precision);
+        ops::validate(p);
+        return ops::linear_gn_min_workspace_size(p, packed);
+      },
+      nb::arg("M"), nb::arg("K"), nb::arg("N"), nb::arg("G"), nb::arg("precision"),
+      nb::arg("packed") = false);
+  m.def("precision_name", [](int p) { return std::string(ops::precision_name(precision_of(p))); });
   m.def("parse_precision",
         [](const std::string& name) { return static_cast<int>(ops::parse_precision(name)); });
 }

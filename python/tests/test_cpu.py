@@ -361,6 +361,26 @@ def test_empty_tensors_are_nothing_to_do():
                                 None, None, 4, 1e-5, 1, False, 0)
 
 
+def test_prepack_linear_gn_min_validation():
+    """Every rule a CPU can check comes before the device (a pack itself needs a GPU)."""
+    assert kjit.LinearGnMinWeights.__name__ == "LinearGnMinWeights"
+    w = f32(64, 32)
+    with pytest.raises(kjit.InvalidArgumentError, match="weight is on cpu"):
+        kjit.prepack_linear_gn_min(w)
+    with pytest.raises(kjit.InvalidArgumentError, match="only fp32x3 has a prepacked form"):
+        kjit.prepack_linear_gn_min(w, precision="fp32")
+    with pytest.raises(kjit.InvalidArgumentError, match="precision"):
+        kjit.prepack_linear_gn_min(w, precision="fp64")
+    with pytest.raises(kjit.InvalidArgumentError, match="dtype float16, must be float32"):
+        kjit.prepack_linear_gn_min(w.astype(np.float16))
+    with pytest.raises(kjit.InvalidArgumentError, match=r"shape \[64, 32, 1\], must be \[N, K\]"):
+        kjit.prepack_linear_gn_min(w.reshape(64, 32, 1))
+    with pytest.raises(kjit.InvalidArgumentError, match="not contiguous"):
+        kjit.prepack_linear_gn_min(f32(32, 64).T)
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError too
+        kjit.prepack_linear_gn_min(np.zeros((0, 32), np.float32))
+
+
 def test_linear_gn_min_out_must_have_the_result_shape():
     x, w, v = f32(16, 32), f32(64, 32), f32(64)
     # [M, N] has the result's element count but not its [1, N, M, 1] order: refused.

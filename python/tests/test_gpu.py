@@ -205,6 +205,51 @@ def test_cuda_graph_capture_and_replay(torch_cuda):
     assert torch.allclose(out.double(), want, atol=1e-3, rtol=1e-3)  # fp32 GEMM over K=256
 
 
+def lgm_reference(torch, x, w, v, groups):
+    F = torch.nn.functional
+    h = F.group_norm(x.double() @ w.double().T + v[0].double(), groups, v[1].double(),
+                     v[2].double())
+    return torch.min(h, dim=1, keepdim=True)[0] + v[3].double().view(1, -1, 1, 1)
+
+
+def test_linear_gn_min_prepacked_weight(torch_cuda):
+    torch = torch_cuda
+    x, w = torch.randn(96, 300, device="cuda"), torch.randn(128, 300, device="cuda") / 17
+    v = [torch.randn(128, device="cuda") for _ in range(4)]
+    pack = kjit.prepack_linear_gn_min(w)
+    torch.cuda.synchronize()
+    assert isinstance(pack, kjit.LinearGnMinWeights)
+    assert (pack.N, pack.K, pack.nbytes > 0) == (128, 300, True)
+    assert "N=128 K=300 fp32x3" in repr(pack)
+    packed = kjit.linear_gn_min(x, pack, *v, 16)  # the pack's precision
+    per_call = kjit.linear_gn_min(x, w, *v, 16, precision="fp32x3")
+    assert packed.shape == (1, 128, 96, 1)
+    assert torch.equal(packed, per_call)
+    assert torch.allclose(packed.double(), lgm_reference(torch, x, w, v, 16), atol=1e-4, rtol=1e-4)
+    with pytest.raises(kjit.InvalidArgumentError, match="made for N=128 K=300 fp32x3"):
+        kjit.linear_gn_min(x[:, :299].contiguous(), pack, *v, 16)
+    with pytest.raises(kjit.InvalidArgumentError, match="fp32x3"):
+        kjit.linear_gn_min(x, pack, *v, 16, precision="fp32")
+    with pytest.raises(kjit.InvalidArgumentError, match="only fp32x3"):
+        kjit.prepack_linear_gn_min(w, precision="tf32")
+    with pytest.raises(kjit.InvalidArgumentError, match="CUDA device memory"):
+        kjit.prepack_linear_gn_min(w.cpu())
+    # Prepared, then captured into a CUDA graph and replayed on new x.
+    s = torch.cuda.Stream()
+    assert kjit.prepare(kjit.linear_gn_min, x, pack, *v, 16, stream=s)
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        out = kjit.linear_gn_min(x, pack, *v, 16)
+    x.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(out.double(), lgm_reference(torch, x, w, v, 16), atol=1e-4, rtol=1e-4)
+    # Inside torch.compile the packed call runs outside the graph, with the same answer.
+    fn = torch.compile(lambda t: kjit.linear_gn_min(t, pack, *v, 16) * 2)
+    assert torch.equal(fn(x), kjit.linear_gn_min(x, pack, *v, 16) * 2)
+
+
 def test_unprepared_call_in_a_capture_is_a_capture_compile_error(torch_cuda):
     torch = torch_cuda
     x = torch.randn(3, 24, 7, 13, device="cuda")  # a shape nothing has prepared

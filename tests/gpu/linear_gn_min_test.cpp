@@ -27,6 +27,7 @@
 
 #include "f16_split_host.hpp"
 #include "gpu_env.hpp"
+#include "kjit/c_api.h"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "test_util.hpp"
 
@@ -1303,6 +1304,49 @@ TEST_CASE("linear_gn_min fp32x3: one pack serves any M; a pack for another probl
   std::vector<float> out(static_cast<size_t>(full.M * full.N));
   dev_full.out.download(out.data(), out.size() * 4);
   CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); }));
+}
+
+// The C ABI (libkjit_c, its own Runtime in the same primary context) on the device: its pack
+// gives the C++ pack's answer, and every misuse of a pack is an error code with a message.
+TEST_CASE("linear_gn_min fp32x3 through the C ABI: prepack, packed calls, refusals, free") {
+  auto& rt = runtime();
+  const Data d = make_data(64, 300, 96, 8, false, kjit_test::seed() + 41);  // K: a short slice
+  Device dev(d, {});
+  kjit::Stream stream(rt);
+  const auto pack = pack_of(d, dev, stream);
+  const Run direct = run_op(d, Precision::Fp32x3, dev, {}, false, stream, false,
+                            kjit::ops::LinearBiasAdd::Auto, &pack);
+  void* s = static_cast<CUstream>(stream);
+  kjit_linear_gn_min_pack* cp = nullptr;
+  REQUIRE(kjit_linear_gn_min_prepack("fp32x3", d.N, d.K, static_cast<const float*>(dev.wp()), s,
+                                     &cp) == KJIT_OK);
+  REQUIRE(cp != nullptr);
+  auto packed_call = [&](int64_t n, const kjit_linear_gn_min_pack* with) {
+    return kjit_linear_gn_min_packed("fp32x3", d.M, d.K, n, d.G, dev.xp(), with, dev.lbp(),
+                                     dev.gp(), dev.bp(), dev.biasp(), dev.outp(), d.eps, s, 0);
+  };
+  dev.out.fill_bytes(0xFF);
+  kjit::synchronize(rt);
+  REQUIRE(packed_call(d.N, cp) == KJIT_OK);
+  stream.synchronize();
+  std::vector<float> got(static_cast<size_t>(d.M * d.N));
+  dev.out.download(got.data(), got.size() * 4);
+  CHECK(max_abs_diff(got, direct.out) <= 1e-6);
+  // Another problem's N, a precision the pack was not made for, a pack of another precision.
+  CHECK(packed_call(d.N / 2, cp) == KJIT_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(kjit_last_error()).find("N=96 K=300 fp32x3") != std::string::npos);
+  CHECK(kjit_linear_gn_min_packed("fp32", d.M, d.K, d.N, d.G, dev.xp(), cp, dev.lbp(), dev.gp(),
+                                  dev.bp(), dev.biasp(), dev.outp(), d.eps, s,
+                                  0) == KJIT_ERR_INVALID_ARGUMENT);
+  kjit_linear_gn_min_pack* none = nullptr;
+  CHECK(kjit_linear_gn_min_prepack("fp32", d.N, d.K, static_cast<const float*>(dev.wp()), s,
+                                   &none) == KJIT_ERR_INVALID_ARGUMENT);
+  CHECK(none == nullptr);
+  // Freed: the handle is refused everywhere, never used.
+  CHECK(kjit_linear_gn_min_pack_free(cp) == KJIT_OK);
+  CHECK(packed_call(d.N, cp) == KJIT_ERR_INVALID_ARGUMENT);
+  CHECK(kjit_linear_gn_min_pack_free(cp) == KJIT_ERR_INVALID_ARGUMENT);
+  CHECK(kjit_linear_gn_min_pack_free(nullptr) == KJIT_OK);
 }
 
 TEST_CASE("linear_gn_min fp32x3: packed and per-call calls capture into a CUDA graph") {
