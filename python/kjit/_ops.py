@@ -80,6 +80,32 @@ def _check_scalars(op, ints, floats):
         except (TypeError, ValueError):
             raise TypeError("%s: %s must be a float, not %s (%r)"
                             % (op, name, type(v).__name__, v)) from None
+        except OverflowError:
+            raise InvalidArgumentError("%s: %s = %r does not fit a float" % (op, name, v),
+                                       field=name) from None
+
+
+def _checked(op, ints, floats, fn, *args):
+    """fn(*args) (a native call), its TypeError for a scalar argument rewritten to name it."""
+    try:
+        return fn(*args)
+    except TypeError:
+        _check_scalars(op, ints, floats)
+        raise
+
+
+def _explain(check):
+    """After allocating an output failed (e.g. a zero-stride x of petabytes): `check` runs the
+    native checks without an output, so that a bad argument is named rather than the allocator's
+    error reported. When every argument is fine (the refusal is about the missing output), the
+    caller re-raises the allocation error."""
+    try:
+        check()
+    except InvalidArgumentError as bad:
+        if bad.field not in ("out", "sum"):
+            raise
+    except TypeError:
+        pass
 
 
 def _into(out, y):
@@ -116,7 +142,12 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
     tt = _tensors._torch_tensor
     if (isinstance(x, tt) if tt is not None else is_torch(x)):
         if out is None:
-            out = sys.modules["torch"].empty_like(x)
+            try:
+                out = sys.modules["torch"].empty_like(x)
+            except Exception:
+                _explain(lambda: _native.group_norm(dl(x), None, dl(weight), dl(bias), num_groups,
+                                                    eps, act, auto, 0))
+                raise
         if stream is None:
             dev = x.get_device()
             s = _tensors._raw_stream(dev) if dev >= 0 else 0
@@ -127,7 +158,12 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
         bd = None if bias is None else dl(bias)
     else:
         if out is None:
-            out = empty_like(x)
+            try:
+                out = empty_like(x)
+            except Exception:
+                _explain(lambda: _native.group_norm(x, None, weight, bias, num_groups, eps, act,
+                                                    auto, 0))
+                raise
         s = 0 if stream is None else stream_handle(stream)
         xd, od, wd, bd = x, out, weight, bias
     try:
@@ -141,8 +177,9 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
 def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *,
                         out=None, stream=None):
     x, weight, bias = plain(x), plain(weight), plain(bias)
-    return _native.prepare_group_norm(x, weight, bias, num_groups, eps, _activation(activation),
-                                      _autotune(), stream_for(x, stream))
+    return _checked("kjit.prepare(group_norm)", (("num_groups", num_groups),), (("eps", eps),),
+                    _native.prepare_group_norm, x, weight, bias, num_groups, eps,
+                    _activation(activation), _autotune(), stream_for(x, stream))
 
 
 # --- Linear -> GroupNorm -> min -> + bias --------------------------------------------------------
@@ -176,6 +213,8 @@ def prepack_linear_gn_min(weight, precision="fp32x3", *, stream=None):
     changed weight needs a new pack; it records N, K, the precision and the device, and a call
     for another problem is refused. The split runs on stream= (else PyTorch's current stream for
     a torch tensor, else the legacy default stream): a call on another stream must wait for it."""
+    if precision is None:
+        precision = "fp32x3"
     try:
         prec = _precisions[precision]
     except (KeyError, TypeError):
@@ -194,34 +233,46 @@ def _lgm_sizes(x, weight):
     return None  # the native call names what is wrong
 
 
+def _lgm_buffers(x, weight, num_groups, prec, packed, out, stream):
+    """The output (unless given) and, for a torch tensor on the current stream, the call's
+    scratch memory from PyTorch's allocator on the stream the call runs on: inside a CUDA graph
+    capture it comes from the graph's pool, so a captured call needs no kjit workspace reserved
+    for the capture stream."""
+    sizes = _lgm_sizes(x, weight)
+    if sizes is None:
+        return out, None  # the native call names what is wrong
+    M, K, N = sizes
+    if out is None:
+        out = empty_f32(x, (1, N, M, 1))  # the result is float32 whatever gamma is
+    if not (stream is None and is_torch(x) and x.get_device() >= 0 and isinstance(num_groups, int)
+            and num_groups > 0):
+        return out, None
+    try:
+        nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups, prec, packed)
+    except TypeError:
+        _check_scalars("kjit.linear_gn_min", (("num_groups", num_groups),), ())
+        raise
+    torch = sys.modules["torch"]
+    return out, torch.empty(nbytes, dtype=torch.uint8, device=x.device)
+
+
 def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision, out,
                    stream):
     packed = isinstance(weight, _native.LinearGnMinWeights)
     if precision is None and packed:
-        prec = weight.precision
+        prec = weight._precision_code
     else:
         try:
             prec = _precisions[precision]
         except (KeyError, TypeError):  # a name not seen yet, or no name at all
             prec = _precision(precision)
-    sizes = _lgm_sizes(x, weight)
-    workspace = None
-    if sizes is not None:
-        M, K, N = sizes
-        if out is None:
-            out = empty_f32(x, (1, N, M, 1))  # the result is float32 whatever gamma is
-        if (stream is None and is_torch(x) and x.get_device() >= 0 and isinstance(num_groups, int)
-                and num_groups > 0):
-            # The call's scratch memory from PyTorch's allocator, on the stream the call runs on:
-            # inside a CUDA graph capture it comes from the graph's pool, so a captured call needs
-            # no kjit workspace reserved for the capture stream.
-            try:
-                nbytes = _native.linear_gn_min_workspace_size(M, K, N, num_groups, prec, packed)
-            except TypeError:
-                _check_scalars("kjit.linear_gn_min", (("num_groups", num_groups),), ())
-                raise
-            torch = sys.modules["torch"]
-            workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device)
+    try:
+        out, workspace = _lgm_buffers(x, weight, num_groups, prec, packed, out, stream)
+    except Exception:
+        call = _native.linear_gn_min_packed if packed else _native.linear_gn_min
+        _explain(lambda: call(dl(x), weight if packed else dl(weight), dl(linear_bias), dl(gamma),
+                              dl(beta), dl(bias), None, None, num_groups, eps, prec, False, 0))
+        raise
     s = stream_for(x, stream)
     call = _native.linear_gn_min_packed if packed else _native.linear_gn_min
     try:
@@ -239,11 +290,12 @@ def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups
                                                                      gamma, beta, bias))
     if precision is None:
         packed = isinstance(weight, _native.LinearGnMinWeights)
-        prec = weight.precision if packed else _precision("fp32")
+        prec = weight._precision_code if packed else _precision("fp32")
     else:
         prec = _precision(precision)
-    return _native.prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups,
-                                         eps, prec, _autotune(), stream_for(x, stream))
+    return _checked("kjit.prepare(linear_gn_min)", (("num_groups", num_groups),), (("eps", eps),),
+                    _native.prepare_linear_gn_min, x, weight, linear_bias, gamma, beta, bias,
+                    num_groups, eps, prec, _autotune(), stream_for(x, stream))
 
 
 # --- LayerNorm and RMSNorm -----------------------------------------------------------------------
@@ -259,7 +311,10 @@ def _check_normalized_shape(op, x, normalized_shape):
     else:
         raise InvalidArgumentError("%s: normalized_shape must be an int, a tuple or None, not %r"
                                    % (op, normalized_shape), field="normalized_shape")
-    width = x.shape[-1]
+    shape = getattr(x, "shape", None)
+    if shape is None or len(shape) == 0:
+        return  # x itself is wrong: the call names it
+    width = shape[-1]
     if len(ns) == 1 and ns[0] == width:
         return
     raise InvalidArgumentError(
@@ -272,10 +327,15 @@ def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream
         act = _activations[activation]
     except (KeyError, TypeError):  # a name not seen yet, or no name at all
         act = _activation(activation)
-    if out is None:
-        out = empty_like(x)
-    if residual is not None and sum_out is None:
-        sum_out = empty_like(x)
+    try:
+        if out is None:
+            out = empty_like(x)
+        if residual is not None and sum_out is None:
+            sum_out = empty_like(x)
+    except Exception:
+        _explain(lambda: _native.layer_norm(kind, dl(x), dl(residual), None, None, dl(weight),
+                                            dl(bias), eps, act, False, 0))
+        raise
     s = stream_for(x, stream)
     try:
         _native.layer_norm(kind, dl(x), dl(residual), dl(out), dl(sum_out), dl(weight), dl(bias),
@@ -324,16 +384,17 @@ def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e
                         residual=None, activation="none", out=None, sum_out=None, stream=None):
     _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
     x, residual, weight, bias = plain(x), plain(residual), plain(weight), plain(bias)
-    return _native.prepare_layer_norm(0, x, residual, weight, bias, eps, _activation(activation),
-                                      _autotune())
+    return _checked("kjit.prepare(layer_norm)", (), (("eps", eps),), _native.prepare_layer_norm,
+                    0, x, residual, weight, bias, eps, _activation(activation), _autotune())
 
 
 def _prepare_rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
                       activation="none", out=None, sum_out=None, stream=None):
     _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
     x, residual, weight = plain(x), plain(residual), plain(weight)
-    return _native.prepare_layer_norm(1, x, residual, weight, None, _rms_eps(x, eps),
-                                      _activation(activation), _autotune())
+    eps = _rms_eps(x, eps)
+    return _checked("kjit.prepare(rms_norm)", (), (("eps", eps),), _native.prepare_layer_norm, 1,
+                    x, residual, weight, None, eps, _activation(activation), _autotune())
 
 
 # --- prepare -----------------------------------------------------------------------------------

@@ -76,13 +76,19 @@ def stream_handle(stream):
         from ._errors import InvalidArgumentError
         raise InvalidArgumentError("kjit: stream = %d is no stream handle (0 .. 2^64-1)" % stream,
                                    field="stream")
+    from ._errors import InvalidArgumentError
     if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
+        h = stream.__cuda_stream__()
+        h = h[1] if isinstance(h, tuple) and len(h) == 2 else None
+        if type(h) is not int:
+            raise InvalidArgumentError(
+                "kjit: stream.__cuda_stream__() must return (version, int handle), not %r"
+                % (stream.__cuda_stream__(),), field="stream")
+        return stream_handle(h)  # the range check
     for attr in ("cuda_stream", "ptr", "handle"):
         h = getattr(stream, attr, None)
-        if isinstance(h, int):
-            return h
-    from ._errors import InvalidArgumentError
+        if type(h) is int:  # not a bool
+            return stream_handle(h)
     raise InvalidArgumentError(
         "kjit: stream must be an int handle, a torch.cuda.Stream, a CuPy stream or an object "
         "with __cuda_stream__, not %s" % type(stream).__name__, field="stream")

@@ -66,7 +66,9 @@ GnCall read_call(nb::handle x, nb::handle out, nb::handle weight, nb::handle bia
   c.p.N = c.x.shape[0];
   c.p.C = c.x.shape[1];
   c.p.S = 1;
-  for (int i = 2; i < c.x.ndim; ++i) c.p.S *= c.x.shape[i];
+  for (int i = 2; i < c.x.ndim; ++i)  // only an empty x can get here with an overflow
+    if (__builtin_mul_overflow(c.p.S, c.x.shape[i], &c.p.S))
+      bad_arg(kOp, "x", "has shape " + c.x.shape_text() + ": its spatial size overflows 64 bits");
   c.p.groups = groups;
   c.p.activation = activation_of(activation);
   if (!out.is_none()) {
@@ -89,9 +91,9 @@ GnCall read_call(nb::handle x, nb::handle out, nb::handle weight, nb::handle bia
   return c;
 }
 
-ops::GroupNormOptions options(double eps, bool autotune) {
+ops::GroupNormOptions options(const char* op, double eps, bool autotune) {
   ops::GroupNormOptions o;
-  o.eps = static_cast<float>(eps);
+  o.eps = eps_arg(op, eps);
   o.autotune = autotune;
   return o;
 }
@@ -100,7 +102,7 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
                 double eps, int activation, bool autotune, uintptr_t stream) {
   const GnCall c = read_call(x, out, weight, bias, groups, activation);
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.group_norm allocates it)");
-  const ops::GroupNormOptions o = options(eps, autotune);
+  const ops::GroupNormOptions o = options(kOp, eps, autotune);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.group_norm.
   if (c.x.numel() == 0) return;
   Runtime& rt = runtime_for(c.x.device_id);  // ops::group_norm checks eps and the pointers
@@ -113,7 +115,7 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
 std::string prepare(nb::handle x, nb::handle weight, nb::handle bias, int64_t groups, double eps,
                     int activation, bool autotune, uintptr_t stream) {
   const GnCall c = read_call(x, nb::none(), weight, bias, groups, activation);
-  const ops::GroupNormOptions o = options(eps, autotune);
+  const ops::GroupNormOptions o = options(kOp, eps, autotune);
   ops::validate_call(c.p, c.x.data, c.x.data, c.weight.data, c.bias.data, o.eps);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;  // NVRTC and autotuning take long: let other threads run

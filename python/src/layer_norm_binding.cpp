@@ -82,9 +82,9 @@ LnCall read_call(int kind, nb::handle x, nb::handle residual, nb::handle out, nb
   return c;
 }
 
-ops::LayerNormOptions options(double eps, bool autotune) {
+ops::LayerNormOptions options(const char* op, double eps, bool autotune) {
   ops::LayerNormOptions o;
-  o.eps = static_cast<float>(eps);
+  o.eps = eps_arg(op, eps);
   o.autotune = autotune;
   return o;
 }
@@ -96,7 +96,7 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
   if (out.is_none()) bad_arg(c.op, "out", "is required here (the Python function allocates it)");
   if (c.p.residual && sum.is_none())
     bad_arg(c.op, "sum", "is required with a residual (the Python function allocates it)");
-  const ops::LayerNormOptions o = options(eps, autotune);
+  const ops::LayerNormOptions o = options(c.op, eps, autotune);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
   if (c.x.numel() == 0) return;
   Runtime& rt = runtime_for(c.x.device_id);  // ops::layer_norm checks eps and the pointers
@@ -108,7 +108,7 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
 std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle weight, nb::handle bias,
                     double eps, int activation, bool autotune) {
   const LnCall c = read_call(kind, x, residual, nb::none(), nb::none(), weight, bias, activation);
-  const ops::LayerNormOptions o = options(eps, autotune);
+  const ops::LayerNormOptions o = options(c.op, eps, autotune);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;
   return ops::prepare_layer_norm(rt, c.p, o).describe();

@@ -1,6 +1,8 @@
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kjit/error.hpp"
@@ -14,6 +16,13 @@ namespace kjit::py {
 namespace {
 
 constexpr const char* kOp = "kjit.linear_gn_min";
+
+// kjit.LinearGnMinWeights: a pack, and the token that keeps the runtimes alive while it is
+// (its device memory is freed through its runtime when Python drops it).
+struct Pack {
+  RuntimeUser user;
+  ops::LinearGnMinWeights w;
+};
 
 struct LgmCall {
   ops::LinearGnMinProblem p;
@@ -106,9 +115,9 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
   return c;
 }
 
-ops::LinearGnMinOptions options(double eps, bool autotune) {
+ops::LinearGnMinOptions options(const char* op, double eps, bool autotune) {
   ops::LinearGnMinOptions o;
-  o.eps = static_cast<float>(eps);
+  o.eps = eps_arg(op, eps);
   o.autotune = autotune;
   return o;
 }
@@ -118,7 +127,7 @@ ops::LinearGnMinOptions options(double eps, bool autotune) {
 void run_call(const LgmCall& c, nb::handle out, const ops::LinearGnMinWeights* pack, double eps,
               bool autotune, uintptr_t stream) {
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.linear_gn_min allocates it)");
-  const ops::LinearGnMinOptions o = options(eps, autotune);
+  const ops::LinearGnMinOptions o = options(kOp, eps, autotune);
   ops::Workspace ws;
   if (c.has_ws) ws = {c.ws.data, static_cast<size_t>(c.ws.shape[0])};
   auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
@@ -141,17 +150,17 @@ void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::
 }
 
 // The same call with a prepacked weight.
-void linear_gn_min_packed(nb::handle x, const ops::LinearGnMinWeights& pack, nb::handle linear_bias,
-                          nb::handle gamma, nb::handle beta, nb::handle bias, nb::handle out,
-                          nb::handle workspace, int64_t groups, double eps, int precision,
-                          bool autotune, uintptr_t stream) {
+void linear_gn_min_packed(nb::handle x, const Pack& pack, nb::handle linear_bias, nb::handle gamma,
+                          nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
+                          int64_t groups, double eps, int precision, bool autotune,
+                          uintptr_t stream) {
   run_call(read_call(x, nb::none(), linear_bias, gamma, beta, bias, out, workspace, groups,
-                     precision, &pack),
-           out, &pack, eps, autotune, stream);
+                     precision, &pack.w),
+           out, &pack.w, eps, autotune, stream);
 }
 
 // weight [N, K] float32 split once for `precision` (kjit.prepack_linear_gn_min).
-ops::LinearGnMinWeights prepack(nb::handle weight, int precision, uintptr_t stream) {
+std::unique_ptr<Pack> prepack(nb::handle weight, int precision, uintptr_t stream) {
   constexpr const char* op = "kjit.prepack_linear_gn_min";
   const ops::Precision pr = precision_of(precision);
   const TensorArg w = tensor_arg(op, "weight", weight, false);
@@ -163,9 +172,11 @@ ops::LinearGnMinWeights prepack(nb::handle weight, int precision, uintptr_t stre
   ops::validate_prepack(w.shape[0], w.shape[1], pr, static_cast<const float*>(w.data));
   require_cuda(op, w);
   Runtime& rt = runtime_for(w.device_id);
+  auto pack = std::make_unique<Pack>();
   nb::gil_scoped_release release;
-  return ops::prepack_linear_gn_min(rt, w.shape[0], w.shape[1], pr,
-                                    static_cast<const float*>(w.data), as_stream(stream));
+  pack->w = ops::prepack_linear_gn_min(rt, w.shape[0], w.shape[1], pr,
+                                       static_cast<const float*>(w.data), as_stream(stream));
+  return pack;
 }
 
 // Builds the plan (kernel, cuBLASLt algorithm) and gives `stream` kjit's workspace for it
@@ -173,16 +184,17 @@ ops::LinearGnMinWeights prepack(nb::handle weight, int precision, uintptr_t stre
 std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
                     nb::handle beta, nb::handle bias, int64_t groups, double eps, int precision,
                     bool autotune, uintptr_t stream) {
-  const ops::LinearGnMinWeights* pack = nullptr;
-  if (!nb::try_cast(weight, pack)) pack = nullptr;
+  const Pack* held = nullptr;
+  if (!nb::try_cast(weight, held)) held = nullptr;
+  const ops::LinearGnMinWeights* pack = held ? &held->w : nullptr;
   const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, nb::none(), nb::none(),
                               groups, precision, pack);
-  const ops::LinearGnMinOptions o = options(eps, autotune);
+  const ops::LinearGnMinOptions o = options(kOp, eps, autotune);
   Runtime& rt = runtime_for(c.x.device_id);
   if (pack) ops::validate_pack(c.p, *pack, rt.context());
   nb::gil_scoped_release release;
   const ops::LinearGnMinInfo info = ops::prepare_linear_gn_min(rt, c.p, o);
-  ops::reserve_linear_gn_min_workspace(rt, c.p, as_stream(stream));
+  ops::reserve_linear_gn_min_workspace(rt, c.p, as_stream(stream), pack != nullptr);
   return info.kernel + "; gemm " + info.gemm_algo + " (" + info.gemm_source + ")";
 }
 
@@ -194,17 +206,19 @@ void bind_linear_gn_min(nb::module_& m) {
         nb::arg("bias").none(), nb::arg("out").none(), nb::arg("workspace").none(),
         nb::arg("groups"), nb::arg("eps"), nb::arg("precision"), nb::arg("autotune"),
         nb::arg("stream"));
-  nb::class_<ops::LinearGnMinWeights>(m, "LinearGnMinWeights",
-                                      "A weight split once for a precision "
-                                      "(kjit.prepack_linear_gn_min): pass it as weight=.")
-      .def_prop_ro("N", &ops::LinearGnMinWeights::N)
-      .def_prop_ro("K", &ops::LinearGnMinWeights::K)
+  nb::class_<Pack>(m, "LinearGnMinWeights",
+                   "A weight split once for a precision (kjit.prepack_linear_gn_min): pass it as "
+                   "weight=. Keep it alive while a captured CUDA graph that uses it may replay.",
+                   nb::is_final())
+      .def_prop_ro("N", [](const Pack& p) { return p.w.N(); })
+      .def_prop_ro("K", [](const Pack& p) { return p.w.K(); })
       .def_prop_ro("precision",
-                   [](const ops::LinearGnMinWeights& w) { return static_cast<int>(w.precision()); })
-      .def_prop_ro("nbytes", &ops::LinearGnMinWeights::bytes)
-      .def("__repr__", [](const ops::LinearGnMinWeights& w) {
-        return "kjit.LinearGnMinWeights(" + w.describe() + ")";
-      });
+                   [](const Pack& p) { return std::string(ops::precision_name(p.w.precision())); })
+      .def_prop_ro("_precision_code",
+                   [](const Pack& p) { return static_cast<int>(p.w.precision()); })
+      .def_prop_ro("nbytes", [](const Pack& p) { return p.w.bytes(); })
+      .def("__repr__",
+           [](const Pack& p) { return "kjit.LinearGnMinWeights(" + p.w.describe() + ")"; });
   m.def("prepack_linear_gn_min", &prepack, nb::arg("weight").none(), nb::arg("precision"),
         nb::arg("stream"));
   m.def("linear_gn_min_packed", &linear_gn_min_packed, nb::arg("x").none(), nb::arg("pack"),
@@ -230,7 +244,6 @@ void bind_linear_gn_min(nb::module_& m) {
       },
       nb::arg("M"), nb::arg("K"), nb::arg("N"), nb::arg("G"), nb::arg("precision"),
       nb::arg("packed") = false);
-  m.def("precision_name", [](int p) { return std::string(ops::precision_name(precision_of(p))); });
   m.def("parse_precision",
         [](const std::string& name) { return static_cast<int>(ops::parse_precision(name)); });
 }

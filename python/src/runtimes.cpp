@@ -14,15 +14,23 @@ namespace kjit::py {
 
 namespace {
 
+// Objects of the package that hold device memory of a runtime (packed weights): counted, so that
+// the runtimes outlive them even when one is freed after the exit-time teardown below.
+std::atomic<long> g_runtime_users{0};
+
 struct Registry {
   std::mutex mu;  // held only while a runtime is made
   std::unique_ptr<Runtime> owned[kMaxDevices];
   std::atomic<Runtime*> ready[kMaxDevices] = {};
   std::unique_ptr<Compiler> compiler;
+  ~Registry() {
+    if (g_runtime_users.load() == 0) return;
+    for (auto& o : owned) (void)o.release();  // left to the process's end: a user still frees
+  }
 };
 
 // Destroyed at exit like the C ABI's runtime: each Runtime waits for its queued work, then frees
-// its workspaces and unloads its kernels.
+// its workspaces and unloads its kernels (unless a RuntimeUser still lives).
 Registry& registry() {
   static Registry r;
   return r;
@@ -94,6 +102,13 @@ Runtime& runtime_for(int device) {
     r.ready[device].store(r.owned[device].get(), std::memory_order_release);
   }
   return *r.owned[device];
+}
+
+RuntimeUser::RuntimeUser() {
+  g_runtime_users.fetch_add(1);
+}
+RuntimeUser::~RuntimeUser() {
+  g_runtime_users.fetch_sub(1);
 }
 
 Compiler& host_compiler() {

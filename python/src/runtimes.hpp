@@ -19,6 +19,15 @@ constexpr int kMaxDevices = 64;
 // The runtime of CUDA device `device` (DLPack's device id). After the first call for a device
 // it is one atomic load. Throws NoDriver / NoDevice as kjit::Runtime does.
 Runtime& runtime_for(int device);
+// Held by an object that frees device memory of a runtime when it goes (a packed weight): while
+// one lives, the exit-time teardown leaves the runtimes alive (the process's end reclaims them).
+class RuntimeUser {
+ public:
+  RuntimeUser();
+  ~RuntimeUser();
+  RuntimeUser(const RuntimeUser&) = delete;
+  RuntimeUser& operator=(const RuntimeUser&) = delete;
+};
 // The NVRTC compiler of kjit.compile (no GPU needed), made on first use.
 Compiler& host_compiler();
 // A stream handle from Python: an int (a cudaStream_t / CUstream address; 0 is the legacy

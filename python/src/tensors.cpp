@@ -1,5 +1,7 @@
 #include "tensors.hpp"
 
+#include <limits>
+
 #include "kjit/error.hpp"
 
 namespace kjit::py {
@@ -60,8 +62,10 @@ std::string list_text(const int64_t* v, int n) {
 }
 
 // Dense in the dimension order `order` (outermost first): each stride is the product of the
-// sizes inside it; a dimension of size 1 may have any stride (PyTorch leaves those arbitrary).
+// sizes inside it; a dimension of size 1 may have any stride (PyTorch leaves those arbitrary), and
+// a tensor without elements is dense in every order (numpy exports it with zero strides).
 bool dense_in_order(const TensorArg& t, const int* order) {
+  if (t.numel() == 0) return true;
   int64_t expect = 1;
   for (int k = t.ndim - 1; k >= 0; --k) {
     const int d = order[k];
@@ -71,13 +75,26 @@ bool dense_in_order(const TensorArg& t, const int* order) {
   return true;
 }
 
+// Copies a's description into t. A producer's export is not trusted: a shape array that is
+// missing, a negative size or an element count past 64 bits is refused, and missing strides
+// mean row-major (the DLPack rule).
 template <class Array>
-void fill(TensorArg& t, const Array& a) {
+void fill(const char* op, TensorArg& t, const Array& a) {
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
   t.ndim = static_cast<int>(a.ndim());
+  if (t.ndim > 0 && a.shape_ptr() == nullptr)
+    bad_arg(op, t.name, "is a malformed DLPack export (no shape for its dimensions)");
+  for (int i = 0; i < t.ndim; ++i) t.shape[i] = static_cast<int64_t>(a.shape(i));
+  int64_t n = 1;
   for (int i = 0; i < t.ndim; ++i) {
-    t.shape[i] = static_cast<int64_t>(a.shape(i));
-    t.strides[i] = a.stride(i);
+    if (t.shape[i] < 0) bad_arg(op, t.name, "has shape " + t.shape_text() + ": a negative size");
+    if (__builtin_mul_overflow(n, t.shape[i], &n))
+      bad_arg(op, t.name, "has shape " + t.shape_text() + ": its element count overflows 64 bits");
+  }
+  int64_t step = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.strides[i] = a.stride_ptr() ? a.stride(i) : step;
+    step *= t.shape[i] ? t.shape[i] : 1;
   }
   t.device_type = a.device_type();
   t.device_id = a.device_id();
@@ -104,7 +121,7 @@ TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writab
                   std::string(nb::type_name(h.type()).c_str()));
     ndim = a.ndim();
     dt = a.dtype();
-    if (ndim <= kMaxDims) fill(t, a);
+    if (ndim <= kMaxDims) fill(op, t, a);
   } else {
     nb::ndarray<nb::ro> a;
     if (!nb::try_cast(h, a, false))
@@ -112,7 +129,7 @@ TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writab
               "must be a tensor (DLPack), not " + std::string(nb::type_name(h.type()).c_str()));
     ndim = a.ndim();
     dt = a.dtype();
-    if (ndim <= kMaxDims) fill(t, a);
+    if (ndim <= kMaxDims) fill(op, t, a);
   }
   if (ndim > kMaxDims)
     bad_arg(op, name,
@@ -180,6 +197,13 @@ void require_same_shape(const char* op, const TensorArg& x, const TensorArg& out
     bad_arg(op, out.name,
             std::string("has dtype ") + py_dtype_name(out.dtype) + ", must have " + x.name + "'s " +
                 py_dtype_name(x.dtype));
+}
+
+float eps_arg(const char* op, double eps) {
+  if (!(eps >= 0 && eps <= static_cast<double>(std::numeric_limits<float>::max())))
+    bad_arg(op, "eps",
+            "= " + std::to_string(eps) + " must be finite and >= 0 (it is used as a float32)");
+  return static_cast<float>(eps);
 }
 
 int64_t TensorArg::numel() const {

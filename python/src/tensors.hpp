@@ -27,7 +27,7 @@ struct TensorArg {
   int64_t strides[kMaxDims] = {};
   int device_type = 0;  // DLPack's: 1 CPU, 2 CUDA, ...
   int device_id = 0;
-  int64_t numel() const;
+  int64_t numel() const;       // fits int64 (tensor_arg refuses shapes whose count does not)
   bool contiguous() const;     // row-major dense (dimensions of size 1 may have any stride)
   bool channels_last() const;  // dense in the order N, dims 2.., C (PyTorch's channels_last)
   std::string shape_text() const;
@@ -53,6 +53,9 @@ void require_dtype(const char* op, const TensorArg& t, DType d, const char* rule
 void require_vector(const char* op, const TensorArg& t, int64_t n);
 // InvalidArgument unless out has x's shape and the same layout rule holds for it.
 void require_same_shape(const char* op, const TensorArg& x, const TensorArg& out);
+// eps as the ops take it: InvalidArgument unless finite, >= 0 and within float32's range (checked
+// before the device, and before a conversion that would be undefined beyond that range).
+float eps_arg(const char* op, double eps);
 // An InvalidArgument about argument `field` of `op`: "<op>: <field> <rule>".
 [[noreturn]] void bad_arg(const char* op, const char* field, const std::string& rule);
 

@@ -533,3 +533,52 @@ def test_linear_gn_min_allocates_no_workspace_for_a_cpu_tensor(monkeypatch):
     with pytest.raises(kjit.InvalidArgumentError, match="x is on cpu"):
         kjit.linear_gn_min(x, w, v, v, v, v, 8, precision="fp32x3")
     assert allocated == [(1, 64, 16, 1)]  # the result only, no workspace
+
+
+def test_hostile_source_files_and_text_are_refused(tmp_path):
+    """A FIFO or a device (whose read would wait or never end), a folder, a missing file, bytes
+    that are not UTF-8 and a NUL byte (NVRTC would compile only the text before it)."""
+    import os
+    fifo = tmp_path / "pipe.cu"
+    os.mkfifo(fifo)
+    for path, why in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
+                      (tmp_path, "a directory"), (tmp_path / "none.cu", "No such file")):
+        p = path if not isinstance(path, str) else __import__("pathlib").Path(path)
+        with pytest.raises(kjit.IoError, match=why):
+            kjit.compile(p, "k")
+    bad = tmp_path / "bad.cu"
+    bad.write_bytes(b"\xff\xfe kernel")
+    with pytest.raises(kjit.InvalidArgumentError, match="not UTF-8"):
+        kjit.compile(bad, "k")
+    with pytest.raises(kjit.InvalidArgumentError, match="NUL byte at offset 6"):
+        kjit.compile("int a;\0 int b;", "k")
+    with pytest.raises(kjit.InvalidArgumentError, match="NUL byte"):
+        kjit.compile("int a;", "k\0x")
+
+
+def test_shapes_strides_and_scalars_that_lie_are_named():
+    """Element counts past 64 bits, zero-stride views of petabytes (refused, not allocated),
+    eps beyond float32 or not finite, and a stream object whose handle is no handle."""
+    from numpy.lib.stride_tricks import as_strided
+    for shape in ((2, 4, 2**32, 2**32), (2**62, 4, 4)):  # numpy makes no such array: a capsule
+        with pytest.raises(kjit.InvalidArgumentError, match="overflows 64 bits"):
+            kjit.group_norm(cuda_capsule(*shape), 4, out=cuda_capsule(*shape))
+    wide = as_strided(np.zeros(1, np.float32), shape=(2**30, 2**30), strides=(0, 0))
+    with pytest.raises(kjit.InvalidArgumentError, match="x is not contiguous"):
+        kjit.layer_norm(wide)  # not a MemoryError from allocating the output first
+    x = f32(2, 8, 4)
+    for eps, why in ((float("nan"), "must be finite"), (1e300, "must be finite"),
+                     (10**400, "does not fit a float")):
+        with pytest.raises(kjit.InvalidArgumentError, match=why):
+            kjit.group_norm(cuda_capsule(2, 8, 4), 4, eps=eps, out=cuda_capsule(2, 8, 4))
+
+    class Liar:
+        def __cuda_stream__(self):
+            return (0, -5)
+    with pytest.raises(kjit.InvalidArgumentError, match="no stream handle"):
+        kjit.group_norm(x, 4, out=f32(2, 8, 4), stream=Liar())
+    with pytest.raises(kjit.InvalidArgumentError, match="x must be a tensor"):
+        kjit.layer_norm(None, 8)
+    # An empty array is contiguous (numpy exports it with zero strides): refused for its device.
+    with pytest.raises(kjit.InvalidArgumentError, match="is on cpu"):
+        kjit.layer_norm(np.zeros((0, 8), np.float32))

@@ -219,7 +219,7 @@ def test_linear_gn_min_prepacked_weight(torch_cuda):
     pack = kjit.prepack_linear_gn_min(w)
     torch.cuda.synchronize()
     assert isinstance(pack, kjit.LinearGnMinWeights)
-    assert (pack.N, pack.K, pack.nbytes > 0) == (128, 300, True)
+    assert (pack.N, pack.K, pack.precision, pack.nbytes > 0) == (128, 300, "fp32x3", True)
     assert "N=128 K=300 fp32x3" in repr(pack)
     packed = kjit.linear_gn_min(x, pack, *v, 16)  # the pack's precision
     per_call = kjit.linear_gn_min(x, w, *v, 16, precision="fp32x3")

@@ -1,14 +1,16 @@
 #include "kjit/templates.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
+#include <cerrno>
 #include <set>
 #include <sstream>
-#include <system_error>
 
 #include "embedded_templates.hpp"
 #include "kjit/error.hpp"
+#include "posix_io.hpp"
 
 namespace kjit {
 namespace {
@@ -67,6 +69,11 @@ void TemplateSet::add(const std::string& name, std::string source) {
                 "template name '" + name +
                     "' is not allowed: use a relative path of letters, digits, '_', '-', '.', '/' "
                     "(no '..', at most 200 characters)");
+  // NVRTC reads a C string: it would compile the text before a NUL while the cache key hashes
+  // all of it.
+  if (const size_t nul = source.find('\0'); nul != std::string::npos)
+    throw Error::invalid("source", "template '" + name + "' holds a NUL byte at offset " +
+                                       std::to_string(nul) + ": a source is text");
   auto text = std::make_shared<const std::string>(std::move(source));
   std::unique_lock lock(mu_);
   sources_[name] = std::move(text);
@@ -74,16 +81,23 @@ void TemplateSet::add(const std::string& name, std::string source) {
 }
 
 void TemplateSet::add_file(const std::string& name, const std::string& path) {
-  // A directory opens as a stream that reads as empty: it would register an empty header.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(Errc::Io, "template file '" + path + "' for '" + name + "' is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(Errc::Io, "cannot read template file '" + path + "' for '" + name + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(Errc::Io, "error reading template file '" + path + "'");
-  add(name, ss.str());
+  auto fail = [&](const std::string& why) {
+    throw Error(Errc::Io, "template file '" + path + "' for '" + name + "': " + why);
+  };
+  // O_NONBLOCK: a FIFO planted at the path cannot hang the open; only a regular file is read,
+  // and only up to a size no header needs (a device like /dev/zero never ends).
+  cache::detail::UniqueFd fd = cache::detail::open_fd(path, O_RDONLY | O_NONBLOCK);
+  if (!fd.valid()) fail("cannot open it: " + cache::detail::errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail("cannot stat it: " + cache::detail::errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+  if (st.st_size > kMaxTemplateFileBytes)
+    fail("is " + std::to_string(st.st_size) + " bytes, more than a template may be (" +
+         std::to_string(kMaxTemplateFileBytes) + ")");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  if (int err = cache::detail::read_exact(fd.get(), text.data(), text.size()))
+    fail("cannot read it: " + cache::detail::errno_text(err));
+  add(name, std::move(text));
 }
 
 bool TemplateSet::has(const std::string& name) const {

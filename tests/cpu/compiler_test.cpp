@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -45,6 +46,39 @@ TEST_CASE("built-in templates are embedded and their include closure is found") 
                        kjit::Error);  // not an empty header
   CHECK_FALSE(t.has("a.cuh"));
   CHECK(t.generation() == g);
+}
+
+// A header is text read from a regular file: a NUL byte, a FIFO (whose open would wait for a
+// writer), a device that never ends and an oversized file are refused, each naming the path.
+TEST_CASE("templates: a NUL byte, a FIFO, a device and an oversized file are refused") {
+  kjit::TemplateSet t;
+  CHECK_THROWS_WITH_AS(t.add("app/nul.cuh", std::string("int a;\0 int b;", 15)),
+                       doctest::Contains("NUL byte at offset 6"), kjit::Error);
+  CHECK_FALSE(t.has("app/nul.cuh"));
+  kjit_test::TempDir dir;
+  const std::string fifo = dir.path + "/pipe.cuh";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string fifo_msg = fifo + "' for 'app/p.cuh': is not a regular file";
+  CHECK_THROWS_WITH_AS(t.add_file("app/p.cuh", fifo), doctest::Contains(fifo_msg.c_str()),
+                       kjit::Error);
+  CHECK_THROWS_WITH_AS(t.add_file("app/z.cuh", "/dev/zero"),
+                       doctest::Contains("is not a regular file"), kjit::Error);
+  const std::string big = dir.path + "/big.cuh";
+  {
+    std::ofstream f(big);
+    f << std::string(static_cast<size_t>(kjit::TemplateSet::kMaxTemplateFileBytes) + 1, ' ');
+  }
+  CHECK_THROWS_WITH_AS(t.add_file("app/big.cuh", big), doctest::Contains("more than a template"),
+                       kjit::Error);
+  CHECK_THROWS_WITH_AS(t.add_file("app/none.cuh", dir.path + "/none.cuh"),
+                       doctest::Contains("cannot open it: No such file or directory"), kjit::Error);
+  const std::string ok = dir.path + "/ok.cuh";
+  {
+    std::ofstream f(ok);
+    f << "int ok;";
+  }
+  t.add_file("app/ok.cuh", ok);
+  CHECK(t.has("app/ok.cuh"));
 }
 
 // Every add() moves the generation on: Runtime::kernel re-reads a header's closure generation

@@ -91,7 +91,9 @@ int kjit_linear_gn_min_prepack(const char* precision, int64_t n, int64_t k, cons
                                void* stream, kjit_linear_gn_min_pack** pack);
 /* Frees the pack (NULL: nothing); its memory may still be read by queued calls: synchronize
  * their streams first. A pack freed already (or any handle prepack did not return) is
- * KJIT_ERR_INVALID_ARGUMENT here and in kjit_linear_gn_min_packed, never undefined behaviour. */
+ * KJIT_ERR_INVALID_ARGUMENT here and in kjit_linear_gn_min_packed, never undefined behaviour; a
+ * free while another thread's kjit_linear_gn_min_packed is using the pack is the caller's race,
+ * as with any handle. */
 int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack);
 /* kjit_linear_gn_min with a prepacked weight instead of the weight pointer. */
 int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,

@@ -21,10 +21,13 @@ class TemplateSet {
   // Register (or replace) a header under `name`, e.g. "myapp/saxpy.cuh". Kernels loaded from the
   // old text stay loaded (a Kernel handle keeps running the old code), but Runtime::kernel loads
   // from the new text afterwards; the disk cache key covers the text, so a changed header never
-  // hits a stale binary. Throws InvalidArgument for an empty or unsafe name.
+  // hits a stale binary. Throws InvalidArgument for an empty or unsafe name, or a source holding
+  // a NUL byte (NVRTC would compile only the text before it).
   void add(const std::string& name, std::string source);
-  // Same, reading the file now. Throws Io when it cannot be read.
+  // Same, reading the file now: a regular file of at most kMaxTemplateFileBytes (a FIFO or a
+  // device is refused, never waited on). Throws Io naming the path and the OS's reason.
   void add_file(const std::string& name, const std::string& path);
+  static constexpr long long kMaxTemplateFileBytes = 16ll << 20;
 
   bool has(const std::string& name) const;
   // Counts add() calls: a cache of loaded kernels keyed by it never returns one built from a

@@ -231,7 +231,8 @@ void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
   g->a = lt::Layout(CUDA_R_16F, row, N, 2 * g->pitch);  // [hi | lo] of W: all of each row
   g->b = lt::Layout(CUDA_R_16F, row, M, 2 * g->pitch);  // [lo | hi] of x
   // hi*hi in slices of equal width (a multiple of 128 halves, so every slice starts 256-byte
-  // aligned), the last one shorter where the padded K does not divide.
+  // aligned), the last one shorter where the padded K does not divide. A GEMM per slice: K/2048
+  // launches per call (4 for the seed problem), each still M x N x 2048 of work.
   const int64_t count = (g->pitch + kSplitSliceK - 1) / kSplitSliceK;
   const int64_t width = (g->pitch / 128 + count - 1) / count * 128;
   g->slices = g->pitch / width;
@@ -477,15 +478,17 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
     const detail::LgmGemm& g = plan.gemm;
     info.gemm_algo +=
         "; hi*hi in " + std::to_string(g.slices) + " x K=" + std::to_string(g.slice.k);
-    if (g.tail.k > 0) info.gemm_algo += " + K=" + std::to_string(g.tail.k);
     info.gemm_algo += " slices: " + lt::describe(g.slice.algo);
+    if (g.tail.k > 0)
+      info.gemm_algo += "; + K=" + std::to_string(g.tail.k) + ": " + lt::describe(g.tail.algo);
   }
   return info;
 }
 
-void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream) {
-  rt.extension<detail::LgmState>().workspaces.get(rt, stream, linear_gn_min_workspace_size(p),
-                                                  "linear_gn_min", kReserveHint);
+void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream,
+                                     bool packed_weight) {
+  rt.extension<detail::LgmState>().workspaces.get(
+      rt, stream, linear_gn_min_workspace_size(p, packed_weight), "linear_gn_min", kReserveHint);
 }
 
 }  // namespace kjit::ops

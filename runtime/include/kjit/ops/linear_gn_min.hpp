@@ -206,7 +206,7 @@ struct LinearGnMinInfo {
   std::string gemm_source;          // "heuristic", "autotuned", or "cache" (autotuned earlier)
   bool gemm_bias_epilogue = true;   // cuBLASLt adds linear_bias (false: the fused kernel does)
   size_t gemm_workspace_bytes = 0;  // what the algorithm uses of the cuBLASLt workspace
-  size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p)
+  size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p): a call without a pack
   std::string split_kernel;         // Fp32x3: the split kernel's instantiation (else empty)
 };
 
@@ -217,7 +217,10 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
                                       const LinearGnMinOptions& opt = {});
 // Makes sure kjit's own workspace for `stream` fits p (needed before capturing a call without a
 // caller workspace). Note: a graph captured that way uses that stream's workspace when replayed.
-void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream);
+// `packed_weight`: for calls with a prepacked weight, which need no room to split W
+// (linear_gn_min_workspace_size(p, true): 256 MiB less on the seed problem).
+void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream,
+                                     bool packed_weight = false);
 
 // For tools and tests that need no GPU. Throws InvalidArgument when p breaks a rule.
 void validate(const LinearGnMinProblem& p);
