@@ -113,9 +113,12 @@ def _type_name(t):
         raise InvalidArgumentError("kjit.kernel: types must be type names or dtypes, not %r "
                                    "(template values go in values=)" % (t,), field="types")
     name = getattr(t, "name", None) or getattr(t, "__name__", None)  # numpy dtype / scalar type
-    if name is None:
-        name = str(t)
-    return name.rsplit(".", 1)[-1]  # torch.float16 -> float16
+    if name is None and type(t).__module__.split(".")[0] == "torch":
+        name = str(t)  # torch.float16
+    if not isinstance(name, str):
+        raise InvalidArgumentError("kjit.kernel: types must be type names (str) or dtypes, not %r"
+                                   % (t,), field="types")
+    return _require_str(name.rsplit(".", 1)[-1], "types")  # torch.float16 -> float16
 
 
 def _values(values):

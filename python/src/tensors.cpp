@@ -29,8 +29,9 @@ std::string dtype_text(nb::dlpack::dtype d) {
                      : code == nb::dlpack::dtype_code::Bfloat ? "bfloat"
                      : code == nb::dlpack::dtype_code::Int    ? "int"
                      : code == nb::dlpack::dtype_code::UInt   ? "uint"
-                     : code == nb::dlpack::dtype_code::Bool
-                         ? "bool"
+                     : code == nb::dlpack::dtype_code::Bool   ? "bool"
+                     : code == nb::dlpack::dtype_code::Complex
+                         ? "complex"
                          : "code " + std::to_string(d.code) + " ";
   std::string s = base + std::to_string(d.bits);
   if (d.lanes != 1) s += "x" + std::to_string(d.lanes);
