@@ -1,5 +1,6 @@
 #include "tensors.hpp"
 
+#include <cstdio>
 #include <limits>
 
 #include "kjit/error.hpp"
@@ -201,9 +202,12 @@ void require_same_shape(const char* op, const TensorArg& x, const TensorArg& out
 }
 
 float eps_arg(const char* op, double eps) {
-  if (!(eps >= 0 && eps <= static_cast<double>(std::numeric_limits<float>::max())))
+  if (!(eps >= 0 && eps <= static_cast<double>(std::numeric_limits<float>::max()))) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", eps);
     bad_arg(op, "eps",
-            "= " + std::to_string(eps) + " must be finite and >= 0 (it is used as a float32)");
+            std::string("= ") + text + " must be finite and >= 0 (it is used as a float32)");
+  }
   return static_cast<float>(eps);
 }
 
