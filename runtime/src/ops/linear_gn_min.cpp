@@ -242,6 +242,7 @@ void init_gemm(const LinearGnMinProblem& p, LgmGemm* g) {
     s->b = lt::Layout(CUDA_R_16F, static_cast<uint64_t>(k), M, 2 * g->pitch);  // x's hi, at pitch
   };
   slice(width, &g->slice);
+  g->tail.k = 0;
   if (g->pitch % width != 0) slice(g->pitch % width, &g->tail);
 }
 
