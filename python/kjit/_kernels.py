@@ -157,14 +157,17 @@ def _default_device():
 def _device_index(device):
     """A CUDA device ordinal from an int, "cuda:N" / "cuda", or a torch.device."""
     if type(device) is int:
-        return device
+        if 0 <= device < 2**31:
+            return device
+        raise InvalidArgumentError("kjit.kernel: device = %d is no device ordinal" % device,
+                                   field="device")
     is_torch_device = type(device).__name__ == "device"
     text = str(device) if is_torch_device else device
     if isinstance(text, str) and (text == "cuda" or text.startswith("cuda:")):
         index = device.index if is_torch_device else None
         if text == "cuda":
             return _default_device() if index is None else index
-        if text[5:].isdigit():
+        if text[5:].isascii() and text[5:].isdigit() and len(text) <= 14:
             return int(text[5:])
     raise InvalidArgumentError("kjit.kernel: device must be an int, 'cuda:N' or a torch.device, "
                                "not %r" % (device,), field="device")
