@@ -195,6 +195,12 @@ std::string template_digest(Runtime& rt, const std::string& template_name) {
 
 }  // namespace detail
 
+int rotating_sets(const Runtime& rt, size_t set_bytes, int max_sets) {
+  const auto l2 = static_cast<size_t>(std::max(rt.props().l2_bytes, 0));
+  const size_t want = set_bytes ? (2 * l2 + set_bytes - 1) / set_bytes : 1;
+  return static_cast<int>(std::clamp<size_t>(want, 1, static_cast<size_t>(std::max(max_sets, 1))));
+}
+
 float time_calls(Runtime& rt, CUstream stream, const Launch& call, const TimingRule& rule) {
   if (!(rule.round_ms > 0) || !std::isfinite(rule.round_ms) || rule.round_ms > 1e6f ||
       rule.rounds < 1 || rule.max_calls < 1)

@@ -47,6 +47,12 @@ struct TimingRule {
 // throws, or Errc::Cuda.
 float time_calls(Runtime& rt, CUstream stream, const Launch& call, const TimingRule& rule = {});
 
+// How many sets of scratch operands, `set_bytes` each, a candidate's calls should rotate through
+// so that together they exceed twice rt's L2 (at least 1, at most `max_sets`): each call then
+// reads memory as an app's calls do, not a working set the L2 holds (timed on one set, LayerNorm's
+// tuner picked a config slower than its heuristic's).
+int rotating_sets(const Runtime& rt, size_t set_bytes, int max_sets = 256);
+
 // What tune() did.
 template <class Config>
 struct TuneResult {

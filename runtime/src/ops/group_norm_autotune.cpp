@@ -41,10 +41,8 @@ std::shared_ptr<GnPlan> build(Runtime& rt, const GroupNormProblem& p, const Grou
   return plan;
 }
 
-// x and y of the problem's size in as many sets as it takes to exceed twice the L2 (at most 256),
-// offset by one element when the caller's are unaligned: the calls rotate through them, so that
-// each candidate is timed reading memory as the app's calls will, not a working set the L2 holds
-// (LayerNorm's tuner, timed on one set, picked a config slower than its heuristic's). Filled on
+// x and y of the problem's size in kjit::rotating_sets sets, offset by one element when the
+// caller's are unaligned: the calls rotate through them. Filled on
 // autotuning's own stream: DeviceBuffer's helpers synchronize the context, which would wait for
 // other threads' work and break another thread's global-mode capture.
 struct Scratch {
@@ -52,7 +50,7 @@ struct Scratch {
       : bytes(static_cast<size_t>(p.N * p.C * p.S) * dtype_size(p.dtype)),
         off(aligned ? 0 : dtype_size(p.dtype)),
         stride((bytes + 16 + 255) / 256 * 256),
-        sets(set_count(rt, 2 * stride)),
+        sets(rotating_sets(rt, 2 * stride)),
         x(rt, stride * static_cast<size_t>(sets)),
         y(rt, stride * static_cast<size_t>(sets)),
         w(rt, static_cast<size_t>(p.C) * 4),
@@ -79,11 +77,6 @@ struct Scratch {
                             p.has_weight ? reinterpret_cast<const void*>(w.ptr()) : nullptr,
                             p.has_bias ? reinterpret_cast<const void*>(b.ptr()) : nullptr, eps});
     }
-  }
-  static int set_count(Runtime& rt, size_t set_bytes) {
-    const size_t l2 = static_cast<size_t>(std::max(rt.props().l2_bytes, 0));
-    return static_cast<int>(
-        std::min<size_t>(256, std::max<size_t>(1, (2 * l2 + set_bytes - 1) / set_bytes)));
   }
   size_t bytes, off, stride;
   int sets;

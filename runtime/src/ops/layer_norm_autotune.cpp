@@ -60,8 +60,7 @@ struct Scratch {
     const size_t sizes[6] = {n, p.residual ? n : 0, n, p.residual ? n : 0, w, w};
     size_t set = 0;
     for (size_t b : sizes) set += b;
-    const size_t l2 = static_cast<size_t>(std::max(rt.props().l2_bytes, 0));
-    sets = static_cast<int>(std::min<size_t>(256, std::max<size_t>(1, (2 * l2 + set - 1) / set)));
+    sets = rotating_sets(rt, set);
     buf = DeviceBuffer(rt, set * static_cast<size_t>(sets));
     auto memset = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(driver_proc("cuMemsetD8Async", 3020));
     Stream s(rt);

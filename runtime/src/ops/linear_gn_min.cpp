@@ -41,17 +41,6 @@ int64_t align_class(const void* ptr, size_t esz) {
   return a % 256 == 0 ? 256 : a % 16 == 0 ? 16 : static_cast<int64_t>(esz);
 }
 
-void check_options(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
-  op::check_eps("linear_gn_min", opt.eps, [&] { return p.describe(); });
-  const auto b = static_cast<int>(opt.bias_add);
-  if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
-    bad(p, "bias_add", "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
-  if (p.precision == Precision::Fp32x3 && opt.bias_add == LinearBiasAdd::Epilogue)
-    bad(p, "bias_add",
-        "bias_add = epilogue cannot run fp32x3: its GEMM sums scaled rows, and the fused kernel "
-        "adds linear_bias after undoing the scales (use auto or kernel)");
-}
-
 struct Span {
   const char* name;
   uintptr_t lo;
@@ -70,8 +59,7 @@ namespace {
 void check_call(const LinearGnMinProblem& p, const void* x, const void* w, size_t w_bytes,
                 const float* lb, const float* gamma, const float* beta, const float* bias,
                 const float* out, const LinearGnMinOptions& opt, Workspace ws, bool packed) {
-  validate(p);
-  check_options(p, opt);
+  validate(p, opt);
   const size_t ab = ab_size(p.precision);
   auto ctx = [&] { return p.describe(); };  // formatted only when a check fails
   for (const auto& [name, ptr, esz] : {std::tuple<const char*, const void*, size_t>{"x", x, ab},
@@ -315,15 +303,15 @@ void run_gemm(const LgmGemm& g, const void* x, const void* w, const void* lb, CU
   const float one = 1.f;
   const auto* w_hi = static_cast<const char*>(w);
   const char* x_hi = static_cast<const char*>(x) + g.pitch * 2;
-  for (int64_t i = 0; i <= g.slices; ++i) {
-    const LgmSliceGemm& s = i < g.slices ? g.slice : g.tail;
-    if (s.k == 0) break;
-    const int64_t at = i * g.slice.k * 2;  // bytes
+  auto add = [&](const LgmSliceGemm& s, int64_t column) {
+    const int64_t at = column * 2;  // bytes
     lt::check(cublasLtMatmul(h, desc2.get(), &one, w_hi + at, s.a.get(), x_hi + at, s.b.get(), &one,
                              yp, g.d.get(), yp, g.d.get(), &s.algo, reinterpret_cast<void*>(lt_ws),
                              kLinearGnMinGemmWorkspace, stream),
               "cublasLtMatmul (split, hi*hi)");
-  }
+  };
+  for (int64_t i = 0; i < g.slices; ++i) add(g.slice, i * g.slice.k);
+  if (g.tail.k > 0) add(g.tail, g.slices * g.slice.k);
 }
 
 void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& config,
@@ -458,10 +446,21 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x,
            ws);
 }
 
+void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
+  validate(p);
+  op::check_eps("linear_gn_min", opt.eps, [&] { return p.describe(); });
+  const auto b = static_cast<int>(opt.bias_add);
+  if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
+    bad(p, "bias_add", "bias_add = " + std::to_string(b) + " is not one of Auto, Epilogue, Kernel");
+  if (p.precision == Precision::Fp32x3 && opt.bias_add == LinearBiasAdd::Epilogue)
+    bad(p, "bias_add",
+        "bias_add = epilogue cannot run fp32x3: its GEMM sums scaled rows, and the fused kernel "
+        "adds linear_bias after undoing the scales (use auto or kernel)");
+}
+
 LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
                                       const LinearGnMinOptions& opt) {
-  validate(p);
-  check_options(p, opt);
+  validate(p, opt);
   detail::LgmState& st = rt.extension<detail::LgmState>();
   const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, nullptr);

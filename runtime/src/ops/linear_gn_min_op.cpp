@@ -123,15 +123,13 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   if (p.N % p.G != 0)
     f.bad("groups",
           "N = " + std::to_string(p.N) + " is not divisible by groups = " + std::to_string(p.G));
+  LinearGnMinOptions opt;
+  opt.bias_add = bias_add;
   try {
-    validate(p);
+    validate(p, opt);  // the op's own rules, also those of bias_add for the precision
   } catch (const Error& e) {
     f.bad(e.field() == "G" ? "groups" : e.field(), e.what());  // G is the manifest's "groups"
   }
-  if (p.precision == Precision::Fp32x3 && bias_add == LinearBiasAdd::Epilogue)
-    f.bad("bias_add",
-          "epilogue cannot run fp32x3: the fused kernel adds linear_bias after undoing the "
-          "split's scales (use auto or kernel)");
   return std::make_unique<LinearGnMinOpProblem>(p, bias_add);
 }
 

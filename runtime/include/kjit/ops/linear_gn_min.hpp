@@ -224,6 +224,8 @@ void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, C
 
 // For tools and tests that need no GPU. Throws InvalidArgument when p breaks a rule.
 void validate(const LinearGnMinProblem& p);
+// The same, and the options' rules for p (eps, bias_add; fp32x3 refuses bias_add = Epilogue).
+void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& opt);
 // Every check linear_gn_min makes before it needs the device: the problem, the options, the
 // pointers (null, alignment, out overlapping an input) and the workspace. Throws InvalidArgument.
 void validate_call(const LinearGnMinProblem& p, const void* x, const void* weight,
