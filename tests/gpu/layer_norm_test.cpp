@@ -433,10 +433,10 @@ TEST_CASE("layer_norm: back-to-back dependent calls on one stream see each other
   }
 }
 
-// Cluster configs replayed back to back in a graph: with programmatic launch and an early trigger,
-// RMSNorm f32 1x65536 with threads=512 iters=2 cluster=16 faulted on the H200 in 5 of 7 runs of
-// such replays (layer_norm.cpp); clusters now launch programmatically without the trigger. Every
-// cluster candidate of that problem, 4 replays of 64 calls.
+// Cluster configs replayed back to back in a graph: RMSNorm f32 1x65536 with threads=512 iters=2
+// cluster=16 faulted on the H200 in such replays (with and without programmatic launch) until the
+// cluster barriers reconverged their warps (kjit/cluster.cuh). Every cluster candidate of that
+// problem, 4 replays of 64 calls.
 TEST_CASE("layer_norm: every cluster candidate survives back-to-back graph replays") {
   auto& rt = runtime();
   if (rt.props().cc_major < 9) return;

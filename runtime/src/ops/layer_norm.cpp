@@ -104,13 +104,11 @@ std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
   plan->launch.grid.x = static_cast<unsigned>(ctas);
   plan->launch.block.x = static_cast<unsigned>(c.threads);
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
-  // Cluster kernels launch programmatically but never trigger early: on the H200 (driver 580),
-  // back-to-back graph replays of RMSNorm f32 1x65536 with threads=512 iters=2 cluster=16 and the
-  // early trigger faulted (misaligned or illegal address) in 5 of 7 runs, compute-sanitizer's
-  // racecheck reporting the statistics exchange reading a peer CTA that had exited. Without the
-  // trigger (the dependent launches as this grid exits, as GroupNorm's clusters always did) every
-  // cluster candidate passed the replay test in 3 of 3 runs, and one row of 65536 takes 0.6 us
-  // less than with no programmatic launch at all (docs/PERF.md, 2026-12-02, third session).
+  // Cluster kernels launch programmatically but never trigger early. They were taken off the
+  // trigger when one cluster config faulted in back-to-back replays with it; the same fault came
+  // back with programmatic launch off, and went away (24 of 24 runs) once the cluster barriers
+  // reconverged their warps (docs/ARCHITECTURE.md, "Cluster barriers reconverge the warp first").
+  // The trigger for clusters has not been measured since.
   plan->launch.programmatic = op::programmatic_launch(rt);
   plan->trigger = plan->launch.programmatic && ctas <= rt.props().sm_count && c.cluster == 1;
   try {
