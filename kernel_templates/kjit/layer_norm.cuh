@@ -8,9 +8,9 @@
 // when the row fits there).
 //
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
-// deviations from its own mean); a cluster's CTAs then exchange (count, sum, M2) once through
-// distributed shared memory and combine them with the parallel-variance formula. RMSNorm sums
-// squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
+// deviations from its own mean); a cluster's CTAs then push (count, sum, M2) to one another
+// through distributed shared memory and combine them with the parallel-variance formula. RMSNorm
+// sums squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
 // inf - inf), makes the row's statistics NaN.
 #pragma once
 
@@ -70,8 +70,8 @@ struct Params {
   }
 };
 
-// A cluster barrier arrival: warp 0, which writes this CTA's slot and reads the peers', releases
-// its accesses; the other warps' relaxed arrivals skip a fence each.
+// A cluster barrier arrival: warp 0, which writes into the peers' slots, releases its writes;
+// the other warps' relaxed arrivals skip a fence each.
 __forceinline__ void arrive_warp0_releases() {
   if (threadIdx.x < 32) {
     cluster_arrive();
@@ -80,26 +80,31 @@ __forceinline__ void arrive_warp0_releases() {
   }
 }
 
-// The row's statistics across a cluster: each CTA puts (count, sum, M2 about its own mean) in
-// `slot`; warp 0 of every CTA reads all of them in rank order and combines them (the same bits
-// in every CTA), and `out` gets (mean, M2 / count), or for RMSNorm (mean of squares, -). Leaves
-// the cluster barrier armed: the caller waits on it before exiting (peers may still read slot).
+// The row's statistics across a cluster, pushed: lane k of each CTA's warp 0 writes the CTA's
+// (count, sum, M2 about its own mean) into slots[rank] of CTA k, one cluster barrier publishes
+// them, and warp 0 of every CTA combines its own copy in rank order (the same bits in every CTA).
+// `out` gets (mean, M2 / count), or for RMSNorm (mean of squares, -). One barrier where reading
+// the peers' slots takes two (the second keeping each CTA alive until its slot was read), and no
+// remote read's round trip on the row's critical path. The caller arrived (relaxed) on the cluster
+// barrier at its start: the first wait here says every peer runs, so its slots may be written.
 template <int kCluster, bool kRms>
-__forceinline__ void cluster_stats(float cnt, float s, float m2, float* slot, float* out) {
-  if (threadIdx.x == 0) {
-    slot[0] = cnt;
-    slot[1] = s;
-    slot[2] = m2;
+__forceinline__ void cluster_stats(float cnt, float s, float m2, float (*slots)[3], float* out) {
+  cluster_wait();
+  if (threadIdx.x < kCluster) {
+    const unsigned rank = cluster_rank();
+    cluster_store(&slots[rank][0], threadIdx.x, cnt);
+    cluster_store(&slots[rank][1], threadIdx.x, s);
+    if (!kRms) cluster_store(&slots[rank][2], threadIdx.x, m2);
   }
   arrive_warp0_releases();
-  cluster_wait();
+  cluster_wait();  // every peer's slots are here; nothing remote is touched after this
   if (threadIdx.x < 32) {
     const unsigned lane = threadIdx.x;
     float n = 0.f, sj = 0.f, m2j = 0.f;
     if (lane < kCluster) {
-      n = cluster_load(slot, lane);
-      sj = cluster_load(slot + 1, lane);
-      if (!kRms) m2j = cluster_load(slot + 2, lane);
+      n = slots[lane][0];
+      sj = slots[lane][1];
+      if (!kRms) m2j = slots[lane][2];
     }
     const float total_n = warp_sum(n);
     const float mean = warp_sum(sj) / total_n;
@@ -113,7 +118,6 @@ __forceinline__ void cluster_stats(float cnt, float s, float m2, float* slot, fl
       out[1] = m2_all / total_n;
     }
   }
-  arrive_warp0_releases();  // this CTA's remote reads are done
   __syncthreads();
 }
 
@@ -138,10 +142,11 @@ __global__ void __launch_bounds__(kThreads)
   static_assert((kCluster == 1 && !kStream) || kTpr == kThreads, "clusters stream whole CTAs");
   static_assert(!(kRms && kHasB), "RMSNorm has no bias");
 
+  if constexpr (kCluster > 1) cluster_arrive_relaxed();  // this CTA runs (see cluster_stats)
   if (trigger) pdl_launch_dependents();
   pdl_wait();  // x, r, w, b and the outputs may belong to the kernel before (programmatic launch)
   __shared__ float red1[32], red2[32];  // one per team reduction
-  __shared__ float slot[3];
+  __shared__ float slots[kCluster][3];
   __shared__ float stats[2];
 
   const int team = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
@@ -283,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
 
   float mean = local_mean, var = cnt > 0.f ? m2 / cnt : 0.f;
   if constexpr (kCluster > 1) {
-    rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, slot, stats);
+    rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, slots, stats);
     mean = stats[0];
     var = stats[1];
   }
@@ -326,7 +331,6 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if constexpr (kCluster > 1) cluster_wait();  // no peer reads this CTA's slot any more
 }
 
 }  // namespace kjit
