@@ -256,7 +256,8 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
     out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream});
   };
   // Short rows: a team within a warp. Clusters: for rows one CTA cannot hold, or to spread few
-  // rows over the SMs. Streaming: for rows no CTA holds.
+  // rows over the SMs. Streaming: for rows no CTA holds, and for any row past a warp's (its
+  // high occupancy can beat holding, as torch.compile's looped reductions do on large tensors).
   const bool short_row = nv <= 32 * max_iters(vec);
   const bool long_row = nv > int64_t{kMaxHeldThreads} * max_iters(vec);
   const int max_cluster = t.cc < 90 ? 1 : long_row || p.rows < t.sm_count ? kMaxCluster : 1;
@@ -266,7 +267,7 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
   for (int cluster = 1; cluster <= max_cluster; cluster *= 2)
     for (int threads : {128, 256, 512, 1024}) {
       add(threads, threads, ceil_div(nv, int64_t{threads} * cluster), cluster, false);
-      if (long_row) add(threads, threads, kStreamIters, cluster, true);
+      if (!short_row) add(threads, threads, kStreamIters, cluster, true);
     }
   return out;
 }
