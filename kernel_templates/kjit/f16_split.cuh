@@ -17,8 +17,8 @@
 // from kCols to kPitch (a multiple of 128 halves, so that every part starts on a 256-byte boundary
 // and a GEMM over the whole padded row adds exact zeros), and exps[r] = -e. x is laid out
 // [lo | hi], W as [hi | lo]: one GEMM over 2 * kPitch gives lo*hi + hi*lo, then GEMMs over slices
-// of the hi parts add hi*hi (linear_gn_min_plan.hpp says why slices). A CTA owns a row at a time: one pass for the largest magnitude, a second (the
-// row is then in L1/L2) for the split.
+// of the hi parts add hi*hi (linear_gn_min_plan.hpp says why slices). A CTA owns a row at a time:
+// one pass for the largest magnitude, a second (the row is then in L1/L2) for the split.
 //
 // kVec = 4: 16-byte loads of src (kCols % 4 == 0 and src 16-byte aligned); kVec = 1: scalar loads.
 // Non-finite values keep their class: inf and NaN go to hi, lo is 0, and they take no part in the

@@ -494,15 +494,15 @@ TEST_CASE("recorded headers reach no file but the recording's own headers") {
   const std::map<std::string, std::string> allowed = {{"app/a.cuh", "x"}, {"app/b.cuh", "y"}};
   CHECK(include_problem("#include \"app/b.cuh\"\n#include \"kjit/types.cuh\"\nint x;", allowed) ==
         "");
-  CHECK(include_problem("// #include \"/etc/passwd\" in a comment\n/* #include <x> */\n", allowed) ==
-        "");
-  for (const char* bad : {"#include \"/etc/passwd\"\n", "  #  include \"../x.cuh\"\n",
-                          "%:include \"/tmp/fifo\"\n", "#include </etc/passwd>\n",
-                          "#define F \"/etc/passwd\"\n#include F\n", "/**/ #include \"/dev/zero\"\n",
-                          "#inc\\\nlude \"/etc/passwd\"\n", "#include_next \"app/a.cuh\"\n",
-                          "#import \"x\"\n", "#if __has_include(\"/etc/shadow\")\n#endif\n",
-                          "#include \"app/a.cuh\" \"/etc/passwd\"\n", "/* unterminated",
-                          "#include \"app/c.cuh\"\n"}) {
+  CHECK(include_problem("// #include \"/etc/passwd\" in a comment\n/* #include <x> */\n",
+                        allowed) == "");
+  for (const char* bad :
+       {"#include \"/etc/passwd\"\n", "  #  include \"../x.cuh\"\n", "%:include \"/tmp/fifo\"\n",
+        "#include </etc/passwd>\n", "#define F \"/etc/passwd\"\n#include F\n",
+        "/**/ #include \"/dev/zero\"\n", "#inc\\\nlude \"/etc/passwd\"\n",
+        "#include_next \"app/a.cuh\"\n", "#import \"x\"\n",
+        "#if __has_include(\"/etc/shadow\")\n#endif\n", "#include \"app/a.cuh\" \"/etc/passwd\"\n",
+        "/* unterminated", "#include \"app/c.cuh\"\n"}) {
     CAPTURE(bad);
     CHECK_FALSE(include_problem(bad, allowed).empty());
   }
