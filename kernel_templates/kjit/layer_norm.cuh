@@ -141,6 +141,7 @@ __global__ void __launch_bounds__(kThreads)
                 "a team is a power of two inside a warp, or the whole CTA");
   static_assert((kCluster == 1 && !kStream) || kTpr == kThreads, "clusters stream whole CTAs");
   static_assert(!(kRms && kHasB), "RMSNorm has no bias");
+  static_assert(kCluster >= 1 && kCluster <= 32, "cluster_stats: one lane of warp 0 per peer");
 
   if constexpr (kCluster > 1) cluster_arrive_relaxed();  // this CTA runs (see cluster_stats)
   if (trigger) pdl_launch_dependents();
