@@ -134,7 +134,7 @@ def time_peers(row, x0, kjit_call, eager, compiled, replays):
     ys = [torch.empty_like(x0) for _ in range(nsets)]
     # kjit writes where the peers do: an output allocated in the call. Inside a graph the caching
     # allocator hands every call the block the last one freed, so the L2 absorbs part of each
-    # call's writes (up to 1.3 us on 16 MB outputs). Outputs rotated with the inputs are timed too.
+    # call's writes (up to 1.5 us on 16 MB outputs). Outputs rotated with the inputs are timed too.
     row["kjit_torch_graph_us"] = graph_time_us(
         lambda i: kjit_call(xs[i % nsets], torch.empty_like(x0)), k, replays)
     row["kjit_torch_graph_rotated_y_us"] = graph_time_us(

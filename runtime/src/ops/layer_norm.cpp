@@ -104,11 +104,9 @@ std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
   plan->launch.grid.x = static_cast<unsigned>(ctas);
   plan->launch.block.x = static_cast<unsigned>(c.threads);
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
-  // Cluster kernels launch programmatically but never trigger early. They were taken off the
-  // trigger when one cluster config faulted in back-to-back replays with it; the same fault came
-  // back with programmatic launch off, and went away (24 of 24 runs) once the cluster barriers
-  // reconverged their warps (docs/ARCHITECTURE.md, "Cluster barriers reconverge the warp first").
-  // The trigger for clusters has not been measured since.
+  // Cluster kernels launch programmatically but never trigger early: with the early trigger,
+  // back-to-back graph replays of a 16-CTA config faulted (5 of 7 runs) and, later, hung
+  // (docs/ARCHITECTURE.md, "Cluster kernels never trigger their successor early").
   plan->launch.programmatic = op::programmatic_launch(rt);
   plan->trigger = plan->launch.programmatic && ctas <= rt.props().sm_count && c.cluster == 1;
   try {
