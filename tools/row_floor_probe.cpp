@@ -14,8 +14,11 @@
 //   rms_global       y = x * w * rsqrt(mean(x^2)) on 64 CTAs (no cluster) meeting through global
 //                    atomics (a counter and a generation; all 64 CTAs resident)
 // Each kernel's result is checked against the host (the skeletons compute RMSNorm without eps).
-// The skeletons launch without programmatic dependent launch: compare them with kjit under
-// KJIT_PDL=0 (kjit's kernels launch with it by default, which saves about 0.6 us on one row).
+// Every kernel starts with griddepcontrol.wait (a no-op without programmatic launch). By default
+// they launch without programmatic dependent launch: compare them with kjit under KJIT_PDL=0.
+// --pdl launches them with it (the successor is scheduled as the grid exits), as kjit's kernels
+// launch by default; on one row that saves kjit about 0.6 us. rms_global is left out with --pdl:
+// its 64 CTAs must all be resident, which a successor scheduled early does not guarantee.
 // Prints a table and, with --json, writes it. Without a GPU it says so and exits 0.
 #include <CLI/CLI.hpp>
 #include <kjit/kjit.hpp>
@@ -32,6 +35,7 @@ namespace {
 
 const char* kSource = R"(
 #include "kjit/cluster.cuh"
+#include "kjit/pdl.cuh"
 #include "kjit/reduce.cuh"
 
 namespace probe {
@@ -55,7 +59,7 @@ __device__ void cluster_store(float* local, unsigned rank, float v) {
 }
 }  // namespace probe
 
-__global__ void empty() {}
+__global__ void empty() { kjit::pdl_wait(); }
 
 // kMode 0: y = x * w; 1: RMS, exchange pulled (two barriers); 2: RMS, pushed (one barrier).
 template <int kThreads, int kCluster, int kMode>
@@ -65,6 +69,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float slots[kCluster > 1 ? kCluster : 1];
   __shared__ float total;
   if (kMode == 2) kjit::cluster_arrive_relaxed();  // this CTA runs: peers may write its slots
+  kjit::pdl_wait();
   const int i = blockIdx.x * kThreads + threadIdx.x;
   const float4 a = x[i], b = w[i];
   float s = 1.f;
@@ -105,6 +110,7 @@ __global__ void __launch_bounds__(kThreads)
     rms_global(const float4* x, const float4* w, float4* y, int n, unsigned* bar, float* acc) {
   __shared__ float red[32];
   __shared__ float total;
+  kjit::pdl_wait();
   const int i = blockIdx.x * kThreads + threadIdx.x;
   const float4 a = x[i], b = w[i];
   const float part = probe::block_sum<kThreads>(probe::sq(a), red);
@@ -142,17 +148,18 @@ struct Case {
   bool rms = false;
 };
 
-std::vector<Case> cases(kjit::Runtime& rt) {
+std::vector<Case> cases(kjit::Runtime& rt, bool pdl) {
   auto spec = [](const char* name, std::vector<int> v) {
     kjit::Spec s("probe/row_floor.cuh", name);
     for (int x : v) s.value(x);
     return s;
   };
-  auto cfg = [](unsigned grid, unsigned block, unsigned cluster) {
+  auto cfg = [pdl](unsigned grid, unsigned block, unsigned cluster) {
     kjit::LaunchConfig c;
     c.grid.x = grid;
     c.block.x = block;
     c.cluster.x = cluster;
+    c.programmatic = pdl;
     return c;
   };
   std::vector<Case> out;
@@ -166,8 +173,9 @@ std::vector<Case> cases(kjit::Runtime& rt) {
                  rt.kernel(spec("rms_cluster", {1024, 16, 1})), cfg(16, 1024, 16), false, true});
   out.push_back({"rms_push", "cluster 16 x 1024, 1 barrier",
                  rt.kernel(spec("rms_cluster", {1024, 16, 2})), cfg(16, 1024, 16), false, true});
-  out.push_back({"rms_global", "64 CTAs x 256, global atomics",
-                 rt.kernel(spec("rms_global", {256})), cfg(64, 256, 1), true, true});
+  if (!pdl)  // every CTA must be resident (see the top of this file)
+    out.push_back({"rms_global", "64 CTAs x 256, global atomics",
+                   rt.kernel(spec("rms_global", {256})), cfg(64, 256, 1), true, true});
   return out;
 }
 
@@ -221,8 +229,13 @@ double check(const Case& c, const std::vector<float>& hx, const std::vector<floa
   return worst;
 }
 
-int run(int replays, const std::string& json_path) {
+int run(int replays, bool pdl, const std::string& json_path) {
   kjit::Runtime rt;
+  if (pdl && rt.props().cc_major < 9) {
+    std::fprintf(stderr, "kjit-row-floor: --pdl needs sm_90 or newer (this device is sm_%d%d)\n",
+                 rt.props().cc_major, rt.props().cc_minor);
+    return 2;
+  }
   kjit::Stream st(rt);
   rt.templates().add("probe/row_floor.cuh", kSource);
   std::vector<float> hx(size_t{kN} * kSets), hw(kN);
@@ -235,7 +248,7 @@ int run(int replays, const std::string& json_path) {
   nlohmann::json out = nlohmann::json::array();
   std::printf("| kernel | what | us per call | max rel err |\n|---|---|---|---|\n");
   bool ok = true;
-  for (const Case& c : cases(rt)) {
+  for (const Case& c : cases(rt, pdl)) {
     y.fill_bytes(0xFF);
     const double us = time_case(rt, st, c, x, w, y, bar, acc, replays);
     st.synchronize();
@@ -243,7 +256,8 @@ int run(int replays, const std::string& json_path) {
         c.name == "empty" ? 0.0 : std::max(check(c, hx, hw, y, 0), check(c, hx, hw, y, kSets - 1));
     ok = ok && err < 1e-4;
     std::printf("| %s | %s | %.3f | %.1e |\n", c.name.c_str(), c.what.c_str(), us, err);
-    out.push_back({{"kernel", c.name}, {"what", c.what}, {"us", us}, {"max_rel_err", err}});
+    out.push_back(
+        {{"kernel", c.name}, {"what", c.what}, {"us", us}, {"max_rel_err", err}, {"pdl", pdl}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
   return ok ? 0 : 1;
@@ -255,8 +269,10 @@ int main(int argc, char** argv) {
   CLI::App app{"kjit-row-floor: skeleton kernels for one row of 65536 floats (device time)"};
   int replays = 30;
   std::string json;
+  bool pdl = false;
   app.add_option("--replays", replays, "graph replays (median taken)")->check(CLI::Range(3, 10000));
   app.add_option("--json", json, "write the table to this file");
+  app.add_flag("--pdl", pdl, "launch with programmatic dependent launch, as kjit's kernels do");
   CLI11_PARSE(app, argc, argv);
   std::string why;
   if (!kjit::gpu_available(&why)) {
@@ -264,7 +280,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    return run(replays, json);
+    return run(replays, pdl, json);
   } catch (const kjit::Error& e) {
     std::fprintf(stderr, "kjit-row-floor: %s error: %s\n", kjit::errc_name(e.code()), e.what());
     return 1;
