@@ -148,12 +148,13 @@ struct Case {
   bool rms = false;
 };
 
+kjit::Spec spec(const char* name, std::vector<int> values) {
+  kjit::Spec s("probe/row_floor.cuh", name);
+  for (int v : values) s.value(v);
+  return s;
+}
+
 std::vector<Case> cases(kjit::Runtime& rt, bool pdl) {
-  auto spec = [](const char* name, std::vector<int> v) {
-    kjit::Spec s("probe/row_floor.cuh", name);
-    for (int x : v) s.value(x);
-    return s;
-  };
   auto cfg = [pdl](unsigned grid, unsigned block, unsigned cluster) {
     kjit::LaunchConfig c;
     c.grid.x = grid;
@@ -163,8 +164,7 @@ std::vector<Case> cases(kjit::Runtime& rt, bool pdl) {
     return c;
   };
   std::vector<Case> out;
-  out.push_back({"empty", "one CTA, nothing", rt.kernel(kjit::Spec("probe/row_floor.cuh", "empty")),
-                 cfg(1, 32, 1)});
+  out.push_back({"empty", "one CTA, nothing", rt.kernel(spec("empty", {})), cfg(1, 32, 1)});
   out.push_back({"scale_spread", "y = x*w, 128 CTAs x 128",
                  rt.kernel(spec("rms_cluster", {128, 1, 0})), cfg(128, 128, 1)});
   out.push_back({"scale_cluster", "y = x*w, cluster 16 x 1024",
@@ -263,6 +263,21 @@ int run(int replays, bool pdl, const std::string& json_path) {
   return ok ? 0 : 1;
 }
 
+// NVRTC only, no device: every kernel above compiles for `arch` (CI runs this without a GPU).
+int compile_only(const std::string& arch) {
+  kjit::cache::Options off;
+  off.mode = kjit::cache::Mode::Off;
+  kjit::Compiler compiler(off);
+  compiler.templates().add("probe/row_floor.cuh", kSource);
+  for (const kjit::Spec& s :
+       {spec("empty", {}), spec("rms_cluster", {128, 1, 0}), spec("rms_cluster", {1024, 16, 0}),
+        spec("rms_cluster", {1024, 16, 1}), spec("rms_cluster", {1024, 16, 2}),
+        spec("rms_global", {256})})
+    compiler.compile(s, arch);
+  std::printf("kjit-row-floor: 6 kernels compiled for %s\n", arch.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -273,7 +288,18 @@ int main(int argc, char** argv) {
   app.add_option("--replays", replays, "graph replays (median taken)")->check(CLI::Range(3, 10000));
   app.add_option("--json", json, "write the table to this file");
   app.add_flag("--pdl", pdl, "launch with programmatic dependent launch, as kjit's kernels do");
+  std::string compile_arch;
+  app.add_option("--compile-only", compile_arch,
+                 "only compile the kernels for this arch (e.g. sm_90), no GPU needed");
   CLI11_PARSE(app, argc, argv);
+  if (!compile_arch.empty()) {
+    try {
+      return compile_only(compile_arch);
+    } catch (const kjit::Error& e) {
+      std::fprintf(stderr, "kjit-row-floor: %s error: %s\n", kjit::errc_name(e.code()), e.what());
+      return 1;
+    }
+  }
   std::string why;
   if (!kjit::gpu_available(&why)) {
     std::printf("kjit-row-floor: no GPU (%s): nothing to measure\n", why.c_str());
