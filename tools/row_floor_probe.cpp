@@ -35,28 +35,15 @@ namespace {
 
 const char* kSource = R"(
 #include "kjit/cluster.cuh"
+#include "kjit/layer_norm.cuh"
 #include "kjit/pdl.cuh"
-#include "kjit/reduce.cuh"
 
+// The reduction and the remote stores are kjit's own (row_norm's team_sum, cluster_store).
 namespace probe {
 __device__ float4 mul(float4 a, float4 b, float s) {
   return make_float4(a.x * b.x * s, a.y * b.y * s, a.z * b.z * s, a.w * b.w * s);
 }
 __device__ float sq(float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
-template <int kThreads>
-__device__ float block_sum(float v, float* red) {
-  v = kjit::warp_sum(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  return kjit::warp_sum((threadIdx.x & 31) < kThreads / 32 ? red[threadIdx.x & 31] : 0.f);
-}
-__device__ void cluster_store(float* local, unsigned rank, float v) {
-  unsigned addr, remote;
-  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-               : "=r"(addr) : "l"(local));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote), "f"(v) : "memory");
-}
 }  // namespace probe
 
 __global__ void empty() { kjit::pdl_wait(); }
@@ -74,7 +61,7 @@ __global__ void __launch_bounds__(kThreads)
   const float4 a = x[i], b = w[i];
   float s = 1.f;
   if (kMode > 0) {
-    const float part = probe::block_sum<kThreads>(probe::sq(a), red);
+    const float part = kjit::rownorm::team_sum<kThreads, kThreads>(probe::sq(a), red);
     const unsigned rank = kjit::cluster_rank();
     if (kMode == 1) {
       if (threadIdx.x == 0) slots[0] = part;
@@ -88,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     } else {
       kjit::cluster_wait();  // every peer has started
-      if (threadIdx.x < kCluster) probe::cluster_store(slots + rank, threadIdx.x, part);
+      if (threadIdx.x < kCluster) kjit::cluster_store(slots + rank, threadIdx.x, part);
       kjit::cluster_arrive();
       kjit::cluster_wait();
       float t = 0.f;
@@ -113,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
   kjit::pdl_wait();
   const int i = blockIdx.x * kThreads + threadIdx.x;
   const float4 a = x[i], b = w[i];
-  const float part = probe::block_sum<kThreads>(probe::sq(a), red);
+  const float part = kjit::rownorm::team_sum<kThreads, kThreads>(probe::sq(a), red);
   if (threadIdx.x == 0) {
     volatile unsigned* gen = bar + 1;
     const unsigned g = *gen;

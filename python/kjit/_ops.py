@@ -213,12 +213,7 @@ def prepack_linear_gn_min(weight, precision="fp32x3", *, stream=None):
     changed weight needs a new pack; it records N, K, the precision and the device, and a call
     for another problem is refused. The split runs on stream= (else PyTorch's current stream for
     a torch tensor, else the legacy default stream): a call on another stream must wait for it."""
-    if precision is None:
-        precision = "fp32x3"
-    try:
-        prec = _precisions[precision]
-    except (KeyError, TypeError):
-        prec = _precision(precision)
+    prec = _precision("fp32x3" if precision is None else precision)
     w = plain(weight)
     return _native.prepack_linear_gn_min(dl(w), prec, stream_for(w, stream))
 
@@ -266,15 +261,14 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
             prec = _precisions[precision]
         except (KeyError, TypeError):  # a name not seen yet, or no name at all
             prec = _precision(precision)
+    call = _native.linear_gn_min_packed if packed else _native.linear_gn_min
     try:
         out, workspace = _lgm_buffers(x, weight, num_groups, prec, packed, out, stream)
     except Exception:
-        call = _native.linear_gn_min_packed if packed else _native.linear_gn_min
         _explain(lambda: call(dl(x), weight if packed else dl(weight), dl(linear_bias), dl(gamma),
                               dl(beta), dl(bias), None, None, num_groups, eps, prec, False, 0))
         raise
     s = stream_for(x, stream)
-    call = _native.linear_gn_min_packed if packed else _native.linear_gn_min
     try:
         call(dl(x), weight if packed else dl(weight), dl(linear_bias), dl(gamma), dl(beta),
              dl(bias), dl(out), dl(workspace), num_groups, eps, prec, _autotune(), s)
