@@ -11,6 +11,8 @@
 //   rms_pull         + a sum of squares exchanged as kjit's row norms do: each CTA's sum in its own
 //                    shared memory, a cluster barrier, warp 0 reads the peers', a second barrier
 //   rms_push         + the exchange with one barrier: each CTA writes its sum into every peer
+//   rms_async        + the exchange without a barrier: each CTA sends its sum to every peer's
+//                    inbox (kjit/cluster.cuh), whose mbarrier counts the bytes that landed
 //   rms_global       y = x * w * rsqrt(mean(x^2)) on 64 CTAs (no cluster) meeting through global
 //                    atomics (a counter and a generation; all 64 CTAs resident)
 // Each kernel's result is checked against the host (the skeletons compute RMSNorm without eps).
@@ -38,7 +40,8 @@ const char* kSource = R"(
 #include "kjit/layer_norm.cuh"
 #include "kjit/pdl.cuh"
 
-// The reduction and the remote stores are kjit's own (row_norm's team_sum, cluster_store).
+// The reduction and the remote stores are kjit's own (row_norm's team_sum, cluster_store,
+// inbox_send).
 namespace probe {
 __device__ float4 mul(float4 a, float4 b, float s) {
   return make_float4(a.x * b.x * s, a.y * b.y * s, a.z * b.z * s, a.w * b.w * s);
@@ -48,18 +51,22 @@ __device__ float sq(float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w *
 
 __global__ void empty() { kjit::pdl_wait(); }
 
-// kMode 0: y = x * w; 1: RMS, exchange pulled (two barriers); 2: RMS, pushed (one barrier).
+// kMode 0: y = x * w; 1: RMS, exchange pulled (two barriers); 2: RMS, pushed (one barrier);
+// 3: RMS, sent to every peer's inbox (st.async counted on an mbarrier, as row_norm does).
 template <int kThreads, int kCluster, int kMode>
 __global__ void __launch_bounds__(kThreads)
     rms_cluster(const float4* x, const float4* w, float4* y, int n) {
   __shared__ float red[32];
   __shared__ float slots[kCluster > 1 ? kCluster : 1];
   __shared__ float total;
-  if (kMode == 2) kjit::cluster_arrive_relaxed();  // this CTA runs: peers may write its slots
+  __shared__ float4 inbox[kCluster];
+  __shared__ unsigned long long bar;
+  if (kMode == 3 && threadIdx.x == 0) kjit::inbox_init(&bar);
+  if (kMode >= 2) kjit::cluster_arrive_relaxed();  // this CTA runs: peers may write its slots
   kjit::pdl_wait();
   const int i = blockIdx.x * kThreads + threadIdx.x;
   const float4 a = x[i], b = w[i];
-  float s = 1.f;
+  float s = 1.f, mine = 0.f;
   if (kMode > 0) {
     const float part = kjit::rownorm::team_sum<kThreads, kThreads>(probe::sq(a), red);
     const unsigned rank = kjit::cluster_rank();
@@ -73,6 +80,14 @@ __global__ void __launch_bounds__(kThreads)
       }
       kjit::cluster_arrive();
       __syncthreads();
+    } else if (kMode == 3) {
+      if (threadIdx.x == 0) kjit::inbox_expect(&bar, kCluster * sizeof(float4));
+      kjit::cluster_wait();  // every peer has started and initialized its inbox
+      if (threadIdx.x < kCluster)
+        kjit::inbox_send(inbox + rank, &bar, threadIdx.x, make_float4(part, 0.f, 0.f, 0.f));
+      kjit::inbox_wait(&bar);
+      // Each warp adds the messages itself, lane l taking message l % kCluster (kCluster: 16)
+      mine = kjit::rownorm::xor_sum<kCluster>(inbox[(threadIdx.x & 31) % kCluster].x);
     } else {
       kjit::cluster_wait();  // every peer has started
       if (threadIdx.x < kCluster) kjit::cluster_store(slots + rank, threadIdx.x, part);
@@ -84,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
       if (threadIdx.x == 0) total = t;
       __syncthreads();
     }
-    s = rsqrtf(total / n);
+    s = rsqrtf((kMode == 3 ? mine : total) / n);
   }
   y[i] = probe::mul(a, b, s);
   if (kMode == 1) kjit::cluster_wait();  // no peer reads this CTA's slot any more
@@ -160,6 +175,8 @@ std::vector<Case> cases(kjit::Runtime& rt, bool pdl) {
                  rt.kernel(spec("rms_cluster", {1024, 16, 1})), cfg(16, 1024, 16), false, true});
   out.push_back({"rms_push", "cluster 16 x 1024, 1 barrier",
                  rt.kernel(spec("rms_cluster", {1024, 16, 2})), cfg(16, 1024, 16), false, true});
+  out.push_back({"rms_async", "cluster 16 x 1024, st.async + mbarrier",
+                 rt.kernel(spec("rms_cluster", {1024, 16, 3})), cfg(16, 1024, 16), false, true});
   if (!pdl)  // every CTA must be resident (see the top of this file)
     out.push_back({"rms_global", "64 CTAs x 256, global atomics",
                    rt.kernel(spec("rms_global", {256})), cfg(64, 256, 1), true, true});
@@ -259,9 +276,9 @@ int compile_only(const std::string& arch) {
   for (const kjit::Spec& s :
        {spec("empty", {}), spec("rms_cluster", {128, 1, 0}), spec("rms_cluster", {1024, 16, 0}),
         spec("rms_cluster", {1024, 16, 1}), spec("rms_cluster", {1024, 16, 2}),
-        spec("rms_global", {256})})
+        spec("rms_cluster", {1024, 16, 3}), spec("rms_global", {256})})
     compiler.compile(s, arch);
-  std::printf("kjit-row-floor: 6 kernels compiled for %s\n", arch.c_str());
+  std::printf("kjit-row-floor: 7 kernels compiled for %s\n", arch.c_str());
   return 0;
 }
 

@@ -78,4 +78,65 @@ __forceinline__ void cluster_store(float* local, unsigned rank, float v) {
 #endif
 }
 
+// One-sided messages between the CTAs of a cluster: a sender's st.async writes 16 bytes into the
+// receiver's shared memory and counts them on the receiver's mbarrier, which completes its phase
+// once every expected byte has landed. Unlike a cluster barrier, nobody waits for a peer to
+// arrive, and no CTA needs to outlive its peers' reads: the receiver waits for what it receives.
+//
+// Protocol for one exchange per launch (phase 0): one thread calls inbox_init before the
+// kernel's first cluster arrive (the arrive/wait pair publishes the initialized barrier to the
+// peers); one thread calls inbox_expect with the bytes to come; senders call cluster_wait (every
+// peer's inbox is initialized) and then send; receivers call inbox_wait and read the slots.
+__forceinline__ unsigned shared_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__forceinline__ void inbox_init(unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_addr(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// The single arrival the phase needs, with the bytes it waits for. The peers' bytes may land
+// before this call: the transaction count may run negative until it.
+__forceinline__ void inbox_expect(unsigned long long* bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_addr(bar)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Returns once phase 0 completed: every expected byte landed, visible to the calling thread.
+__forceinline__ void inbox_wait(unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "kjit_inbox_wait:\n"
+      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
+      " @!done bra kjit_inbox_wait;\n}" ::"r"(shared_addr(bar))
+      : "memory");
+#endif
+}
+
+#if __CUDA_ARCH__ >= 900
+// Writes v to `slot` in CTA `rank` and counts its 16 bytes on that CTA's inbox `bar` (both are
+// this CTA's addresses of the same variables).
+__forceinline__ void inbox_send(float4* slot, unsigned long long* bar, unsigned rank, float4 v) {
+  unsigned rs, rb;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(rs)
+               : "r"(shared_addr(slot)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(rb)
+               : "r"(shared_addr(bar)), "r"(rank));
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(rs),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb)
+      : "memory");
+}
+#endif
+
 }  // namespace kjit

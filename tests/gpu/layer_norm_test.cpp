@@ -38,7 +38,8 @@ struct Case {
   bool y_on_x = false;        // y written over x
   int sum_on = 0;             // 0: its own buffer, 1: over x, 2: over residual
   float eps = 1e-5f;
-  int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row
+  int special = 0;                   // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row
+  float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation
   std::optional<LayerNormConfig> config;
 };
 
@@ -91,8 +92,7 @@ Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
   using kjit::host::random_normal;
   const size_t n = static_cast<size_t>(p.rows * p.width), w = static_cast<size_t>(p.width);
   const size_t esz = kjit::dtype_size(p.dtype), psz = kjit::dtype_size(p.param_dtype);
-  // An offset mean tests the two-pass variance.
-  std::vector<float> x = random_normal(p.dtype, n, 1.5f, 2.f, seed);
+  std::vector<float> x = random_normal(p.dtype, n, cs.x_mean, cs.x_std, seed);
   inject(cs, &x);
   const std::vector<float> r = random_normal(p.dtype, n, -0.5f, 1.f, seed ^ 0x9e3779b9);
   const std::vector<float> wt = random_normal(p.param_dtype, w, 1.f, 0.5f, seed ^ 0x5bd1e995);
@@ -319,6 +319,41 @@ TEST_CASE("layer_norm: unaligned pointers, in place and aliased sums, NaN and in
   preload(cases);
   for (size_t i = 0; i < cases.size(); ++i)
     check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9000 + i));
+}
+
+// Streaming LayerNorm takes each thread's variance by Welford's update and merges them; held rows
+// take two passes. Both must hold up where a sum of squares would cancel (mean 100, std 1: 7e-5
+// relative L2 error from E[x^2] - E[x]^2 in fp32, 2e-6 from the kernels, checked at 1e-5), and
+// propagate NaN and inf, alone, across a cluster, and on the scalar path.
+TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, NaN and inf") {
+  kjit::Stream stream(runtime());
+  const bool clusters = runtime().props().cc() >= 90;
+  std::vector<Case> cases;
+  for (int64_t width : {int64_t{4096}, int64_t{4099}, int64_t{65536}}) {
+    const int vec = width % 4 == 0 ? 4 : 1;
+    std::vector<LayerNormConfig> configs = {
+        {256, 256, vec, 4, 1, true}, {128, 128, vec, 1, 1, true}, {512, 512, vec, 4, 1, true}};
+    if (width == 4096) configs.push_back({256, 256, vec, 4, 1, false});
+    if (clusters) {
+      configs.push_back({256, 256, vec, 2, 4, true});
+      configs.push_back({1024, 1024, vec, 3, 16, true});
+      configs.push_back({256, 256, vec, 2, 3, true});  // a cluster of 3: messages in groups of 4
+      if (width == 4096) configs.push_back({256, 256, vec, 2, 3, false});
+    }
+    for (const LayerNormConfig& f : configs)
+      for (int special : {0, 1, 2, 3}) {
+        Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
+        c.config = f;
+        c.x_mean = special ? 1.5f : 100.f;
+        c.x_std = special ? 2.f : 1.f;
+        c.special = special;
+        c.p.residual = special == 3;
+        cases.push_back(c);
+      }
+  }
+  preload(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9500 + i));
 }
 
 TEST_CASE("layer_norm: no rows enqueue nothing; forced configs are checked") {
