@@ -198,7 +198,7 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
     CHECK((medium.team == medium.threads && medium.cluster == 1 && !medium.stream));
     CHECK(cfg(2048, 8192).cluster == 1);
     const LayerNormConfig one_row = cfg(1, 65536, h200);
-    CHECK((one_row.cluster == 16 && !one_row.stream && one_row.iters == 1));  // over 16 SMs
+    CHECK((one_row.cluster == 16 && !one_row.stream && one_row.iters <= 4));  // over 16 SMs
     CHECK(cfg(1, 65536, a100).stream);  // no clusters before sm_90
     const LayerNormConfig huge = cfg(1, 1 << 20, h200);
     CHECK((huge.stream && huge.cluster == 16));
