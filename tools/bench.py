@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from torch_timing import graph_time_us, host_us
+from torch_timing import graph_time_us, graph_times_us, host_us
 
 # One compiled function per shape: never fall back to eager because of the recompile limit.
 torch._dynamo.config.recompile_limit = 10_000
@@ -135,15 +135,16 @@ def time_peers(row, x0, kjit_call, eager, compiled, replays):
     # kjit writes where the peers do: an output allocated in the call. Inside a graph the caching
     # allocator hands every call the block the last one freed, so the L2 absorbs part of each
     # call's writes (up to 1.5 us on 16 MB outputs). Outputs rotated with the inputs are timed too.
-    row["kjit_torch_graph_us"] = graph_time_us(
-        lambda i: kjit_call(xs[i % nsets], torch.empty_like(x0)), k, replays)
-    row["kjit_torch_graph_rotated_y_us"] = graph_time_us(
-        lambda i: kjit_call(xs[i % nsets], ys[i % nsets]), k, replays)
-    row["eager_us"] = graph_time_us(lambda i: eager(xs[i % nsets]), k, replays)
-    row["compile_us"] = graph_time_us(lambda i: compiled(xs[i % nsets]), k, replays)
+    times = graph_times_us({
+        "kjit_torch_graph_us": lambda i: kjit_call(xs[i % nsets], torch.empty_like(x0)),
+        "kjit_torch_graph_rotated_y_us": lambda i: kjit_call(xs[i % nsets], ys[i % nsets]),
+        "eager_us": lambda i: eager(xs[i % nsets]),
+        "compile_us": lambda i: compiled(xs[i % nsets]),
+        "silu_only_us": lambda i: F.silu(xs[i % nsets]),
+    }, k, replays)
+    row.update(times)
     row["eager_host_us"] = host_us(lambda: eager(x0))
     row["compile_host_us"] = host_us(lambda: compiled(x0))
-    row["silu_only_us"] = graph_time_us(lambda i: F.silu(xs[i % nsets]), k, replays)
     return xs, ys, nsets, k
 
 
@@ -335,13 +336,13 @@ def lgm_measure(kj, row, model, x, precision, pack, fp32_class, replays):
         compiled = torch.compile(model, dynamic=False)
         row["compile_max_abs"] = (compiled(x).double() - eager_out.double()).abs().max().item()
         kk = 5
-        row["kjit_torch_graph_us"] = graph_time_us(
-            lambda i: kj.linear_gn_min(precision, x, model.gemm, model.group_norm, model.bias, out,
-                                       pack),
-            kk, replays)
-        row["eager_us"] = graph_time_us(lambda i: model(x), kk, replays)
-        row["compile_us"] = graph_time_us(lambda i: compiled(x), kk, replays)
-        row["gemm_alone_us"] = graph_time_us(lambda i: model.gemm(x), kk, replays)
+        row.update(graph_times_us({
+            "kjit_torch_graph_us": lambda i: kj.linear_gn_min(
+                precision, x, model.gemm, model.group_norm, model.bias, out, pack),
+            "eager_us": lambda i: model(x),
+            "compile_us": lambda i: compiled(x),
+            "gemm_alone_us": lambda i: model.gemm(x),
+        }, kk, replays))
         row["eager_host_us"] = host_us(lambda: model(x), batch=5, batches=5)
     return row
 
