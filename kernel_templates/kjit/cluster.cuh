@@ -120,10 +120,11 @@ __forceinline__ void inbox_wait(unsigned long long* bar) {
 #endif
 }
 
-#if __CUDA_ARCH__ >= 900
 // Writes v to `slot` in CTA `rank` and counts its 16 bytes on that CTA's inbox `bar` (both are
-// this CTA's addresses of the same variables).
+// this CTA's addresses of the same variables). Before sm_90 (no clusters: rank 0 is this CTA) a
+// plain store, as inbox_expect and inbox_wait are no-ops there.
 __forceinline__ void inbox_send(float4* slot, unsigned long long* bar, unsigned rank, float4 v) {
+#if __CUDA_ARCH__ >= 900
   unsigned rs, rb;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                : "=r"(rs)
@@ -136,7 +137,11 @@ __forceinline__ void inbox_send(float4* slot, unsigned long long* bar, unsigned 
       "[%5];" ::"r"(rs),
       "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb)
       : "memory");
-}
+#else
+  (void)bar;
+  (void)rank;
+  *slot = v;
 #endif
+}
 
 }  // namespace kjit

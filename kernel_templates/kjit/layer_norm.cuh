@@ -4,11 +4,12 @@
 // A team of kTpr threads owns a row: a few threads or a warp for short rows, the whole CTA for
 // medium ones, or a thread-block cluster of kCluster CTAs (one team each, sm_90) for long rows.
 // The team holds its row in registers (kIters vectors of kVec elements per thread): x is read
-// once and y written once. kStream: rows no cluster holds are read again for each pass (from L2
-// when the row fits there).
+// once and y written once. kStream: rows no cluster holds are read twice, once for the statistics
+// and once to normalize (from L2 when the row fits there).
 //
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
-// deviations from its own mean); a cluster's CTAs then send (count, sum, M2, mean) to one another
+// deviations from its own mean); streaming, each thread keeps Welford's (count, mean, M2) in the
+// one statistics read instead. A cluster's CTAs then send (count, sum, M2, mean) to one another
 // through distributed shared memory and combine them with the parallel-variance formula. RMSNorm
 // sums squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
 // inf - inf), makes the row's statistics NaN.
@@ -72,7 +73,7 @@ struct Welford {
     for (int j = 0; j < kV; ++j) m2v = fmaf(f[j] - mv, f[j] - mv, m2v);
     const float total = n + kV, delta = mv - mean, r = kV / total;
     mean = fmaf(delta, r, mean);
-    m2 += m2v + delta * delta * (n * r);
+    m2 += m2v + (delta * (n * r)) * delta;  // n = 0 first: 0, where delta^2 may overflow
     n = total;
   }
 };
@@ -118,10 +119,8 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   static_assert(kGroup <= 32, "at most 32 messages");
   if (threadIdx.x == 0) inbox_expect(inbox, kCluster * sizeof(float4));
   cluster_wait();
-#if __CUDA_ARCH__ >= 900
   if (threadIdx.x < kCluster)
     inbox_send(&slots[cluster_rank()], inbox, threadIdx.x, make_float4(cnt, s, m2, local_mean));
-#endif
   inbox_wait(inbox);
   const int k = (threadIdx.x & 31) % kGroup;  // past kCluster: an empty message
   const float4 v = k < kCluster ? slots[k] : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -155,6 +154,9 @@ __global__ void __launch_bounds__(kThreads)
   static_assert((kCluster == 1 && !kStream) || kTpr == kThreads, "clusters stream whole CTAs");
   static_assert(!(kRms && kHasB), "RMSNorm has no bias");
   static_assert(kCluster >= 1 && kCluster <= 32, "cluster_stats: one lane of warp 0 per peer");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
+#endif
 
   __shared__ float red1[32], red2[32];  // one per team reduction
   __shared__ float4 slots[kCluster];    // the cluster's statistics, one message per CTA

@@ -39,7 +39,8 @@ struct Case {
   int sum_on = 0;             // 0: its own buffer, 1: over x, 2: over residual
   float eps = 1e-5f;
   int special = 0;                   // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row
-  float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation
+  float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation; std 0:
+                                     // every element x_mean (it must be exact in the dtype)
   std::optional<LayerNormConfig> config;
 };
 
@@ -92,7 +93,8 @@ Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
   using kjit::host::random_normal;
   const size_t n = static_cast<size_t>(p.rows * p.width), w = static_cast<size_t>(p.width);
   const size_t esz = kjit::dtype_size(p.dtype), psz = kjit::dtype_size(p.param_dtype);
-  std::vector<float> x = random_normal(p.dtype, n, cs.x_mean, cs.x_std, seed);
+  std::vector<float> x = cs.x_std > 0.f ? random_normal(p.dtype, n, cs.x_mean, cs.x_std, seed)
+                                        : std::vector<float>(n, cs.x_mean);  // constant rows
   inject(cs, &x);
   const std::vector<float> r = random_normal(p.dtype, n, -0.5f, 1.f, seed ^ 0x9e3779b9);
   const std::vector<float> wt = random_normal(p.param_dtype, w, 1.f, 0.5f, seed ^ 0x5bd1e995);
@@ -340,7 +342,7 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
       configs.push_back({256, 256, vec, 2, 3, true});  // a cluster of 3: messages in groups of 4
       if (width == 4096) configs.push_back({256, 256, vec, 2, 3, false});
     }
-    for (const LayerNormConfig& f : configs)
+    for (const LayerNormConfig& f : configs) {
       for (int special : {0, 1, 2, 3}) {
         Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
         c.config = f;
@@ -350,6 +352,14 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
         c.p.residual = special == 3;
         cases.push_back(c);
       }
+      // Constant rows of 2^65: every sum exact, variance 0, y = bias. (2^65)^2 overflows fp32,
+      // so no step may square a deviation it then multiplies by a zero count.
+      Case big = plain(NormKind::LayerNorm, 3, width, DType::F32);
+      big.config = f;
+      big.x_mean = 36893488147419103232.f;  // 2^65
+      big.x_std = 0.f;
+      cases.push_back(big);
+    }
   }
   preload(cases);
   for (size_t i = 0; i < cases.size(); ++i)
