@@ -8,11 +8,13 @@
 //   empty            one CTA doing nothing: the per-kernel cost of a graph node
 //   scale_spread     y = x * w on 128 CTAs of 128 threads (the elementwise floor that also reads w)
 //   scale_cluster    the same work on 16 CTAs of 1024 threads launched as one cluster, no exchange
-//   rms_pull         + a sum of squares exchanged as kjit's row norms do: each CTA's sum in its own
-//                    shared memory, a cluster barrier, warp 0 reads the peers', a second barrier
+//   rms_pull         + a sum of squares exchanged as kjit's row norms first did: each CTA's sum in
+//                    its own shared memory, a cluster barrier, warp 0 reads the peers', a second
+//                    one
 //   rms_push         + the exchange with one barrier: each CTA writes its sum into every peer
-//   rms_async        + the exchange without a barrier: each CTA sends its sum to every peer's
-//                    inbox (kjit/cluster.cuh), whose mbarrier counts the bytes that landed
+//   rms_async        + the exchange without a barrier after the start, as kjit's row norms do now:
+//                    each CTA sends its sum to every peer's inbox (kjit/cluster.cuh), whose
+//                    mbarrier counts the bytes that landed
 //   rms_global       y = x * w * rsqrt(mean(x^2)) on 64 CTAs (no cluster) meeting through global
 //                    atomics (a counter and a generation; all 64 CTAs resident)
 // Each kernel's result is checked against the host (the skeletons compute RMSNorm without eps).
