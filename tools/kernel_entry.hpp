@@ -17,11 +17,13 @@
 
 #include "kjit/compiler.hpp"
 #include "kjit/spec.hpp"
+#include "kjit/templates.hpp"
 
 namespace kjit::tools {
 
-// No header comes near this: a larger file in a bundle or templates folder is refused unread.
-constexpr size_t kMaxHeaderBytes = size_t{16} << 20;
+// No header comes near this: a larger file in a bundle or templates folder is refused unread (the
+// limit TemplateSet::add_file keeps).
+constexpr size_t kMaxHeaderBytes = static_cast<size_t>(TemplateSet::kMaxTemplateFileBytes);
 // An entry's closure: at most this many headers, and this many bytes of text together (a hostile
 // recording could otherwise name one large text under many names).
 constexpr size_t kMaxEntryHeaders = 256;

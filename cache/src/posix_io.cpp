@@ -70,6 +70,23 @@ int read_exact(int fd, char* p, size_t n) {
   return 0;
 }
 
+std::string read_regular_file(int fd, size_t max_bytes, const char* what, std::string* text,
+                              const std::function<std::string(const struct stat&)>& refuse) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return "cannot stat it: " + errno_text(errno);
+  if (S_ISDIR(st.st_mode)) return "is a directory, not a regular file";
+  if (!S_ISREG(st.st_mode)) return "is not a regular file (a FIFO, device or socket)";
+  if (refuse)
+    if (std::string why = refuse(st); !why.empty()) return why;
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return "is " + std::to_string(st.st_size) + " bytes, more than " + what + " may be (" +
+           std::to_string(max_bytes) + ")";
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  if (int err = read_exact(fd, out.data(), out.size())) return "cannot read it: " + errno_text(err);
+  *text = std::move(out);
+  return "";
+}
+
 std::string errno_text(int err) {
   char buf[256];
   // GNU strerror_r may return a static string instead of filling buf.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -41,5 +42,14 @@ int write_all(int fd, std::string_view data);
 int read_exact(int fd, char* p, size_t n);
 
 std::string errno_text(int err);
+
+// The whole of the regular file open at `fd`, at most `max_bytes` (`what` names the kind, "a
+// template"), into *text. Returns "" or why not, worded to follow the file's name: "is a
+// directory, not a regular file", "is not a regular file (...)", "is N bytes, more than <what> may
+// be (M)", "cannot stat it: ...", "cannot read it: ...". `refuse(st)` may turn a regular file down
+// by its status first (a non-empty reason). Open it with O_NONBLOCK: a FIFO then cannot hang the
+// open, and nothing but a regular file (never a device that does not end) is read.
+std::string read_regular_file(int fd, size_t max_bytes, const char* what, std::string* text,
+                              const std::function<std::string(const struct stat&)>& refuse = {});
 
 }  // namespace kjit::cache::detail

@@ -59,19 +59,18 @@ std::string read_key_file(const std::string& path) {
   };
   UniqueFd fd = open_fd(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   if (!fd.valid()) return fail("cannot open it: " + errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return fail("cannot stat it: " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) return fail("is not a regular file");
-  if (st.st_uid != ::getuid() && st.st_uid != 0)
-    return fail("is owned by uid " + std::to_string(st.st_uid) + ", not by you or root");
-  if ((st.st_mode & 077) != 0)
-    return fail("may be read or written by others (mode 0" + std::to_string((st.st_mode >> 6) & 7) +
-                std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
-                "): chmod 600 it");
-  if (st.st_size > 4096) return fail("is larger than 4096 bytes: not a key");
-  std::string key(static_cast<size_t>(st.st_size), '\0');
-  if (int err = read_exact(fd.get(), key.data(), key.size()))
-    return fail("cannot read it: " + errno_text(err));
+  std::string key;
+  const std::string why =
+      read_regular_file(fd.get(), 4096, "a key", &key, [](const struct stat& st) {
+        if (st.st_uid != ::getuid() && st.st_uid != 0)
+          return "is owned by uid " + std::to_string(st.st_uid) + ", not by you or root";
+        if ((st.st_mode & 077) != 0)
+          return "may be read or written by others (mode 0" +
+                 std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                 std::to_string(st.st_mode & 7) + "): chmod 600 it";
+        return std::string();
+      });
+  if (!why.empty()) return fail(why);
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' '))
     key.pop_back();
   return key;

@@ -41,14 +41,18 @@ __forceinline__ void cluster_wait() {
 #endif
 }
 
+// The 32-bit shared-state-space address of `p` (a shared-memory address of this CTA).
+__forceinline__ unsigned shared_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 #if __CUDA_ARCH__ >= 900
 // The address of `local` (a shared-memory address of this CTA) in CTA `rank` of the cluster.
-__forceinline__ unsigned cluster_map(const float* local, unsigned rank) {
-  unsigned addr, remote;
-  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-               : "=r"(addr)
-               : "l"(local));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+__forceinline__ unsigned cluster_map(const void* local, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(shared_addr(local)), "r"(rank));
   return remote;
 }
 #endif
@@ -87,10 +91,6 @@ __forceinline__ void cluster_store(float* local, unsigned rank, float v) {
 // kernel's first cluster arrive (the arrive/wait pair publishes the initialized barrier to the
 // peers); one thread calls inbox_expect with the bytes to come; senders call cluster_wait (every
 // peer's inbox is initialized) and then send; receivers call inbox_wait and read the slots.
-__forceinline__ unsigned shared_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 __forceinline__ void inbox_init(unsigned long long* bar) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_addr(bar)) : "memory");
@@ -125,17 +125,10 @@ __forceinline__ void inbox_wait(unsigned long long* bar) {
 // plain store, as inbox_expect and inbox_wait are no-ops there.
 __forceinline__ void inbox_send(float4* slot, unsigned long long* bar, unsigned rank, float4 v) {
 #if __CUDA_ARCH__ >= 900
-  unsigned rs, rb;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(rs)
-               : "r"(shared_addr(slot)), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(rb)
-               : "r"(shared_addr(bar)), "r"(rank));
   asm volatile(
       "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];" ::"r"(rs),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb)
+      "[%5];" ::"r"(cluster_map(slot, rank)),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(cluster_map(bar, rank))
       : "memory");
 #else
   (void)bar;

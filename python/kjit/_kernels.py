@@ -13,7 +13,6 @@ against the kernel's parameters before launching.
 import ctypes
 import hashlib
 import os
-import stat
 import sys
 
 from . import _kjit as _native
@@ -21,49 +20,17 @@ from ._errors import InvalidArgumentError
 from ._tensors import is_torch, plain, stream_for
 
 
-# As TemplateSet::add_file: more than any kernel source needs.
-_MAX_SOURCE_BYTES = 16 << 20
-
-
 def _read_file(path):
-    """A source file's text: a regular file (a FIFO or a device is refused, never waited on) of at
-    most _MAX_SOURCE_BYTES, UTF-8. IoError names the path and the OS's reason."""
-    from ._errors import IoError
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise IoError("kjit.kernel: cannot open source file %r: %s" % (os.fsdecode(path),
-                                                                        e.strerror)) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise IoError("kjit.kernel: source file %r is %s" % (
-                os.fsdecode(path),
-                "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"))
-        if st.st_size > _MAX_SOURCE_BYTES:
-            raise IoError("kjit.kernel: source file %r is %d bytes, more than a source may be (%d)"
-                          % (os.fsdecode(path), st.st_size, _MAX_SOURCE_BYTES))
-        chunks, left = [], _MAX_SOURCE_BYTES + 1
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
-        data = b"".join(chunks)
-        if len(data) > _MAX_SOURCE_BYTES:  # it grew since fstat
-            raise IoError("kjit.kernel: source file %r is more than a source may be (%d bytes)"
-                          % (os.fsdecode(path), _MAX_SOURCE_BYTES))
-    except OSError as e:
-        raise IoError("kjit.kernel: cannot read source file %r: %s" % (os.fsdecode(path),
-                                                                        e.strerror)) from None
-    finally:
-        os.close(fd)
+    """A source file's text, read as kjit reads a template header (kjit::read_template_file: a
+    regular file, never a FIFO or a device, of at most 16 MiB; IoError names the path and the
+    OS's reason), then decoded as UTF-8."""
+    data = _native.read_source_file(os.fsencode(path))
+    path = os.fsdecode(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InvalidArgumentError("kjit.kernel: source file %r is not UTF-8 text (%s)"
-                                   % (os.fsdecode(path), e.reason), field="source") from None
+                                   % (path, e.reason), field="source") from None
 
 
 def _read_source(source):

@@ -12,6 +12,7 @@
 #include "kjit/error.hpp"
 #include "kjit/kernel.hpp"
 #include "kjit/spec.hpp"
+#include "kjit/templates.hpp"
 #include "runtimes.hpp"
 #include "tensors.hpp"
 
@@ -204,6 +205,14 @@ void bind_kernels(nb::module_& m) {
       .def_prop_ro("device", &PyKernel::device);
   m.def("compile", &compile, nb::arg("header"), nb::arg("source"), nb::arg("function"),
         nb::arg("types"), nb::arg("values"), nb::arg("arch"));
+  // A source file's bytes, read as TemplateSet::add_file reads a header (kjit::read_template_file).
+  m.def(
+      "read_source_file",
+      [](const nb::bytes& path) {  // os.fsencode(path): any name the OS allows
+        const std::string text = read_template_file(std::string(path.c_str(), path.size()));
+        return nb::bytes(text.data(), text.size());
+      },
+      nb::arg("path"));
 }
 
 }  // namespace kjit::py

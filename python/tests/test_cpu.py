@@ -554,6 +554,10 @@ def test_hostile_source_files_and_text_are_refused(tmp_path):
         kjit.compile("int a;\0 int b;", "k")
     with pytest.raises(kjit.InvalidArgumentError, match="NUL byte"):
         kjit.compile("int a;", "k\0x")
+    good = tmp_path / "good.cu"
+    good.write_text("int ok;")
+    with pytest.raises(kjit.InvalidArgumentError, match="NUL byte"):  # never good.cu itself
+        kjit.compile(__import__("pathlib").Path(str(good) + "\0.evil"), "k")
 
 
 def test_shapes_strides_and_scalars_that_lie_are_named():

@@ -1,7 +1,6 @@
 #include "kjit/templates.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,28 @@
 #include "posix_io.hpp"
 
 namespace kjit {
+
+std::string read_template_file(const std::string& path, const std::string& name) {
+  auto fail = [&](const std::string& why) {
+    throw Error(Errc::Io, "template file '" + path + "'" +
+                              (name.empty() ? "" : " for '" + name + "'") + ": " + why);
+  };
+  // The OS would read a path with a NUL byte as the shorter one before it: another file.
+  if (const size_t nul = path.find('\0'); nul != std::string::npos)
+    throw Error::invalid("path",
+                         "template file path holds a NUL byte at offset " + std::to_string(nul));
+  // O_NONBLOCK: a FIFO planted at the path cannot hang the open; only a regular file is read,
+  // and only up to a size no header needs (a device like /dev/zero never ends).
+  cache::detail::UniqueFd fd = cache::detail::open_fd(path, O_RDONLY | O_NONBLOCK);
+  if (!fd.valid()) fail("cannot open it: " + cache::detail::errno_text(errno));
+  std::string text;
+  if (std::string why = cache::detail::read_regular_file(
+          fd.get(), TemplateSet::kMaxTemplateFileBytes, "a template", &text);
+      !why.empty())
+    fail(why);
+  return text;
+}
+
 namespace {
 
 bool safe_header_name(const std::string& n) {
@@ -81,23 +102,7 @@ void TemplateSet::add(const std::string& name, std::string source) {
 }
 
 void TemplateSet::add_file(const std::string& name, const std::string& path) {
-  auto fail = [&](const std::string& why) {
-    throw Error(Errc::Io, "template file '" + path + "' for '" + name + "': " + why);
-  };
-  // O_NONBLOCK: a FIFO planted at the path cannot hang the open; only a regular file is read,
-  // and only up to a size no header needs (a device like /dev/zero never ends).
-  cache::detail::UniqueFd fd = cache::detail::open_fd(path, O_RDONLY | O_NONBLOCK);
-  if (!fd.valid()) fail("cannot open it: " + cache::detail::errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) fail("cannot stat it: " + cache::detail::errno_text(errno));
-  if (!S_ISREG(st.st_mode)) fail(S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
-  if (st.st_size > kMaxTemplateFileBytes)
-    fail("is " + std::to_string(st.st_size) + " bytes, more than a template may be (" +
-         std::to_string(kMaxTemplateFileBytes) + ")");
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  if (int err = cache::detail::read_exact(fd.get(), text.data(), text.size()))
-    fail("cannot read it: " + cache::detail::errno_text(err));
-  add(name, std::move(text));
+  add(name, read_template_file(path, name));
 }
 
 bool TemplateSet::has(const std::string& name) const {

@@ -78,6 +78,9 @@ TEST_CASE("templates: a NUL byte, a FIFO, a device and an oversized file are ref
     f << "int ok;";
   }
   t.add_file("app/ok.cuh", ok);
+  CHECK_KJIT_ERROR(t.add_file("app/nul.cuh", ok + std::string("\0.evil", 6)),
+                   kjit::Errc::InvalidArgument);  // never ok.cuh, the path before the NUL
+  CHECK_FALSE(t.has("app/nul.cuh"));
   CHECK(t.has("app/ok.cuh"));
 }
 

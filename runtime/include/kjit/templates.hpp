@@ -14,6 +14,13 @@
 
 namespace kjit {
 
+// The text of the template source file at `path`: a regular file (a FIFO or a device is refused,
+// never waited on) of at most TemplateSet::kMaxTemplateFileBytes. Throws Io naming the path (and
+// `name`, the header it is read for, when given) and the OS's reason; InvalidArgument for a path
+// holding a NUL byte. TemplateSet::add_file and
+// Python's kjit.kernel(path) read through it.
+std::string read_template_file(const std::string& path, const std::string& name = "");
+
 class TemplateSet {
  public:
   TemplateSet();  // starts with the built-in templates
@@ -24,8 +31,7 @@ class TemplateSet {
   // hits a stale binary. Throws InvalidArgument for an empty or unsafe name, or a source holding
   // a NUL byte (NVRTC would compile only the text before it).
   void add(const std::string& name, std::string source);
-  // Same, reading the file now: a regular file of at most kMaxTemplateFileBytes (a FIFO or a
-  // device is refused, never waited on). Throws Io naming the path and the OS's reason.
+  // Same, reading the file now (read_template_file).
   void add_file(const std::string& name, const std::string& path);
   static constexpr long long kMaxTemplateFileBytes = 16ll << 20;
 
