@@ -1,18 +1,16 @@
 #include "kernel_entry.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 
 #include "kjit/error.hpp"
 #include "kjit/record.hpp"
 #include "kjit/templates.hpp"
 #include "manifest.hpp"
+#include "posix_io.hpp"
 #include "tool_util.hpp"
 
 namespace kjit::tools {
@@ -125,59 +123,46 @@ void check_options(const json& entry) {
 // *missing: the name (or a folder on its way) does not exist, which is no error in a bundle.
 std::optional<std::string> read_below(const std::string& root, const std::string& rel,
                                       std::string* why, bool* missing) {
+  using cache::detail::UniqueFd;
   *missing = false;
   const std::string path = root + "/" + rel;
-  int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) {
+  UniqueFd dir = cache::detail::open_fd(root, O_RDONLY | O_DIRECTORY);
+  if (!dir.valid()) {
     *missing = errno == ENOENT;
-    *why = root + ": " + std::strerror(errno);
+    *why = root + ": " + cache::detail::errno_text(errno);
     return std::nullopt;
   }
   size_t pos = 0;
   for (size_t slash; (slash = rel.find('/', pos)) != std::string::npos; pos = slash + 1) {
-    const int sub = ::openat(dir, rel.substr(pos, slash - pos).c_str(),
-                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    const int err = errno;
-    ::close(dir);
-    if (sub < 0) {
+    UniqueFd sub(::openat(dir.get(), rel.substr(pos, slash - pos).c_str(),
+                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub.valid()) {
+      const int err = errno;
       *missing = err == ENOENT;
       *why =
           path + ": " +
           (err == ELOOP || err == ENOTDIR ? "a folder on the way is a symbolic link or not a folder"
-                                          : std::strerror(err));
+                                          : cache::detail::errno_text(err));
       return std::nullopt;
     }
-    dir = sub;
+    dir = std::move(sub);
   }
-  const int fd =
-      ::openat(dir, rel.substr(pos).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  const int err = errno;
-  ::close(dir);
-  if (fd < 0) {
+  const UniqueFd fd(
+      ::openat(dir.get(), rel.substr(pos).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
     *missing = err == ENOENT;
-    *why =
-        path + ": " + (err == ELOOP ? "is a symbolic link (never followed)" : std::strerror(err));
+    *why = path + ": " +
+           (err == ELOOP ? "is a symbolic link (never followed)" : cache::detail::errno_text(err));
     return std::nullopt;
   }
-  struct stat st;
   std::string text;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *why = path + ": is not a regular file";
-  } else if (static_cast<uint64_t>(st.st_size) > kMaxHeaderBytes) {
-    *why = path + ": is larger than " + std::to_string(kMaxHeaderBytes >> 20) + " MiB";
-  } else {
-    text.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    if (got != text.size()) *why = path + ": cannot read it";
+  if (std::string bad =
+          cache::detail::read_regular_file(fd.get(), kMaxHeaderBytes, "a template", &text);
+      !bad.empty()) {
+    *why = path + ": " + bad;
+    return std::nullopt;
   }
-  ::close(fd);
-  if (!why->empty()) return std::nullopt;
   return text;
 }
 

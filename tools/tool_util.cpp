@@ -1,8 +1,6 @@
 #include "tool_util.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "kjit/error.hpp"
+#include "posix_io.hpp"
 
 namespace kjit::tools {
 namespace {
@@ -300,39 +299,17 @@ std::string read_text(std::istream& in, const std::string& name) {
 }
 
 std::string read_text_file(const std::string& path) {
-  // Not blocking and checked before reading: a FIFO or a device at the name (a planted recording,
-  // say) is refused rather than waited on, or read without end. Read through the same descriptor.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw Error(Errc::Io, path + ": cannot open it (" + std::strerror(errno) + ")");
-  struct stat st;
-  const int rc = ::fstat(fd, &st);
-  const int err = errno;
-  if (rc != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    if (rc != 0) throw Error(Errc::Io, path + ": cannot stat it (" + std::strerror(err) + ")");
-    throw Error(Errc::Io, path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file"
-                                                      : ": is not a regular file (a FIFO, "
-                                                        "device or socket)"));
-  }
+  // Not blocking, and only a regular file is read, through the descriptor that was checked: a
+  // FIFO or a device at the name (a planted recording, say) is refused rather than waited on, or
+  // read without end.
+  cache::detail::UniqueFd fd = cache::detail::open_fd(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  if (!fd.valid())
+    throw Error(Errc::Io, path + ": cannot open it (" + cache::detail::errno_text(errno) + ")");
   std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      throw Error(Errc::Io, path + ": cannot read it (" + std::strerror(e) + ")");
-    }
-    if (n == 0) break;
-    if (text.size() + static_cast<size_t>(n) > kMaxTextBytes) {
-      ::close(fd);
-      throw Error(Errc::Io, path + ": longer than " + std::to_string(kMaxTextBytes >> 20) +
-                                " MiB, more than any manifest");
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  if (std::string why =
+          cache::detail::read_regular_file(fd.get(), kMaxTextBytes, "a JSON file", &text);
+      !why.empty())
+    throw Error(Errc::Io, path + ": " + why);
   std::istringstream in(text);
   return read_text(in, path);  // the same checks as any other text (NUL bytes)
 }

@@ -43,6 +43,10 @@ __forceinline__ Stat warp_merge(Stat s) {
 // barrier) for a whole CTA. `scratch` holds 3 * 32 floats.
 template <int kThreads, int kTpg>
 __forceinline__ Stat team_merge(Stat s, float* scratch) {
+  // A partial last warp would leave its sum out of scratch (and hang the full-mask shuffles).
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 32 of them");
+  static_assert(kTpg == kThreads || (kTpg <= 32 && (kTpg & (kTpg - 1)) == 0),
+                "a team is a power of two inside a warp, or the whole CTA");
   if constexpr (kTpg == kThreads && kThreads > 32) {
     constexpr int kWarps = kThreads / 32;
     s = warp_merge<32>(s);
