@@ -302,94 +302,24 @@ kjit::Compiler& KernelCompilers::place(const KernelEntry& e, HeaderSource& src) 
   return *w->compiler;
 }
 
-namespace {
-
-// `text` with line splices removed and every comment replaced by one space (newlines kept), as
-// translation phases 2-3 see it; string, character and raw string literals kept. Returns false
-// for text the scan cannot follow (an unterminated comment or literal): refused.
-bool strip_comments(const std::string& in, std::string* out) {
-  std::string t;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '\\' && i + 1 < in.size() && in[i + 1] == '\n') {
-      ++i;
-      continue;
-    }
-    t += in[i];
-  }
-  out->clear();
-  for (size_t i = 0; i < t.size();) {
-    if (t.compare(i, 2, "//") == 0) {
-      while (i < t.size() && t[i] != '\n') ++i;
-      *out += ' ';
-    } else if (t.compare(i, 2, "/*") == 0) {
-      const size_t end = t.find("*/", i + 2);
-      if (end == std::string::npos) return false;
-      for (size_t k = i; k < end; ++k)
-        if (t[k] == '\n') *out += '\n';
-      *out += ' ';
-      i = end + 2;
-    } else if (t[i] == 'R' && i + 1 < t.size() && t[i + 1] == '"') {
-      const size_t open = t.find('(', i + 2);
-      if (open == std::string::npos || open - i - 2 > 16) return false;
-      const std::string close = ")" + t.substr(i + 2, open - i - 2) + "\"";
-      const size_t end = t.find(close, open);
-      if (end == std::string::npos) return false;
-      *out += t.substr(i, end + close.size() - i);
-      i = end + close.size();
-    } else if (t[i] == '"' || t[i] == '\'') {
-      const char q = t[i];
-      size_t k = i + 1;
-      while (k < t.size() && t[k] != q && t[k] != '\n') k += t[k] == '\\' ? 2 : 1;
-      if (k >= t.size() || t[k] != q) return false;
-      *out += t.substr(i, k + 1 - i);
-      i = k + 1;
-    } else {
-      *out += t[i++];
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 std::string include_problem(const std::string& text,
                             const std::map<std::string, std::string>& allowed) {
-  std::string code;
-  if (!strip_comments(text, &code)) return "an unterminated comment or literal";
-  if (code.find("__has_include") != std::string::npos) return "it uses __has_include";
-  size_t pos = 0;
-  while (pos < code.size()) {
-    const size_t eol = std::min(code.find('\n', pos), code.size());
-    std::string line = code.substr(pos, eol - pos);
-    pos = eol + 1;
-    const size_t first = line.find_first_not_of(" \t\f\v\r");
-    if (first == std::string::npos) continue;
-    size_t k = first;
-    if (line[k] == '#') {
-      k += 1;
-    } else if (line.compare(k, 2, "%:") == 0) {
-      k += 2;
-    } else {
-      continue;
-    }
-    k = line.find_first_not_of(" \t\f\v\r", k);
-    if (k == std::string::npos) continue;
-    size_t word_end = k;
-    while (word_end < line.size() &&
-           (std::isalnum(static_cast<unsigned char>(line[word_end])) || line[word_end] == '_'))
-      ++word_end;
-    const std::string word = line.substr(k, word_end - k);
-    if (word == "import" || word == "embed" || word == "include_next")
-      return "#" + word + " is not allowed in a recorded header";
-    if (word != "include") continue;
-    const size_t q1 = line.find_first_not_of(" \t\f\v\r", word_end);
-    const size_t q2 = q1 == std::string::npos ? q1 : line.find('"', q1 + 1);
-    if (q1 == std::string::npos || line[q1] != '"' || q2 == std::string::npos ||
-        line.find_first_not_of(" \t\f\v\r", q2 + 1) != std::string::npos)
-      return "'" + line.substr(first) + "' is not an #include \"name\" of a recorded header";
-    const std::string target = line.substr(q1 + 1, q2 - q1 - 1);
-    if (!allowed.count(target) && !builtin_text(target))
-      return "it includes \"" + target + "\", which is not a header of this recording";
+  std::vector<kjit::TemplateInclude> incs;
+  try {
+    incs = kjit::template_includes(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  for (const kjit::TemplateInclude& inc : incs) {
+    const std::string at = " (line " + std::to_string(inc.line) + ")";
+    if (inc.directive != "include")
+      return (inc.directive.rfind("__", 0) == 0 ? "" : "#") + inc.directive +
+             " is not allowed in a recorded header" + at;
+    if (inc.target.empty() || inc.angled)
+      return "an #include" + at + " that is not #include \"name\" of a recorded header";
+    if (!allowed.count(inc.target) && !builtin_text(inc.target))
+      return "it includes \"" + inc.target + "\"" + at +
+             ", which is not a header of this recording";
   }
   return "";
 }

@@ -29,10 +29,10 @@ constexpr size_t kMaxHeaderBytes = static_cast<size_t>(TemplateSet::kMaxTemplate
 constexpr size_t kMaxEntryHeaders = 256;
 constexpr size_t kMaxEntryBytes = size_t{64} << 20;
 
-// The rule a header text from a recording breaks, or "": every #include (also as %:include,
-// after comments and line splices are removed) names one of `allowed` in quotes, and nothing
-// else reaches a file (#include_next, #import, #embed, __has_include). NVRTC would otherwise
-// open any path an include names, on the machine that precompiles.
+// The rule a header text from a recording breaks, or "": every #include, as the preprocessor
+// reads it (kjit::template_includes), names one of `allowed` (or a built-in) in quotes, and
+// nothing else reaches a file (#include_next, #import, #embed, __has_include). NVRTC would
+// otherwise open any path an include names, on the machine that precompiles.
 std::string include_problem(const std::string& text,
                             const std::map<std::string, std::string>& allowed);
 

@@ -367,6 +367,13 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", printable(refused).c_str());
       return 1;
     }
+    // A file, FIFO or device at the folder's name is no empty cache: say so rather than report
+    // "0 entries, 0 bad" about it (or export an empty archive from it).
+    if (struct stat st{}; ::stat(cache.dir().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "kjit-cache: cache folder %s is not a directory\n",
+                   printable(cache.dir()).c_str());
+      return 1;
+    }
     if ((push->parsed() || pull->parsed()) && !cache.remote()) {
       std::fprintf(stderr,
                    "kjit-cache %s: no remote tier: set KJIT_REMOTE_CACHE=redis://host:port "

@@ -255,7 +255,8 @@ int run(int argc, char** argv) {
                  "a recording's bundle folder (content-addressed header copies), besides each "
                  "manifest's own <manifest>.d (repeatable)")
       ->allow_extra_args(false)
-      ->check(kjit::tools::not_empty);
+      ->check(kjit::tools::not_empty)
+      ->check(CLI::ExistingDirectory);  // a mistyped one would leave its headers "in no bundle"
   app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--sm-count", sm_count,

@@ -30,10 +30,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "tool_util.hpp"
 
 namespace {
 
@@ -265,7 +266,7 @@ int run(int replays, bool pdl, const std::string& json_path) {
     out.push_back(
         {{"kernel", c.name}, {"what", c.what}, {"us", us}, {"max_rel_err", err}, {"pdl", pdl}});
   }
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
+  if (!json_path.empty()) kjit::tools::write_text_file(json_path, out.dump(1) + "\n");
   return ok ? 0 : 1;
 }
 
@@ -298,20 +299,14 @@ int main(int argc, char** argv) {
   app.add_option("--compile-only", compile_arch,
                  "only compile the kernels for this arch (e.g. sm_90), no GPU needed");
   CLI11_PARSE(app, argc, argv);
-  if (!compile_arch.empty()) {
-    try {
-      return compile_only(compile_arch);
-    } catch (const kjit::Error& e) {
-      std::fprintf(stderr, "kjit-row-floor: %s error: %s\n", kjit::errc_name(e.code()), e.what());
-      return 1;
-    }
-  }
-  std::string why;
-  if (!kjit::gpu_available(&why)) {
-    std::printf("kjit-row-floor: no GPU (%s): nothing to measure\n", why.c_str());
-    return 0;
-  }
   try {
+    if (!compile_arch.empty()) return compile_only(compile_arch);
+    if (!json.empty()) kjit::tools::check_output_path(json);  // before any work
+    std::string why;
+    if (!kjit::gpu_available(&why)) {
+      std::printf("kjit-row-floor: no GPU (%s): nothing to measure\n", why.c_str());
+      return 0;
+    }
     return run(replays, pdl, json);
   } catch (const kjit::Error& e) {
     std::fprintf(stderr, "kjit-row-floor: %s error: %s\n", kjit::errc_name(e.code()), e.what());

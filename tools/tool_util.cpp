@@ -1,6 +1,8 @@
 #include "tool_util.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -312,6 +314,38 @@ std::string read_text_file(const std::string& path) {
     throw Error(Errc::Io, path + ": " + why);
   std::istringstream in(text);
   return read_text(in, path);  // the same checks as any other text (NUL bytes)
+}
+
+void check_output_path(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw Error(Errc::Io, path +
+                                ": exists and is not a regular file (a symbolic link, folder, "
+                                "FIFO or device): not written through");
+  } else if (errno != ENOENT) {
+    throw Error(Errc::Io, path + ": cannot stat it (" + cache::detail::errno_text(errno) + ")");
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (::access(dir.empty() ? "." : dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(Errc::Io,
+                path + ": its folder is not writable (" + cache::detail::errno_text(errno) + ")");
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  check_output_path(path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  cache::detail::UniqueFd fd =
+      cache::detail::open_fd(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (!fd.valid())
+    throw Error(Errc::Io, tmp + ": cannot create it (" + cache::detail::errno_text(errno) + ")");
+  int err = cache::detail::write_all(fd.get(), text);
+  if (const int c = fd.close_checked(); err == 0) err = c;
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw Error(Errc::Io, path + ": cannot write it (" + cache::detail::errno_text(err) + ")");
+  }
 }
 
 std::string not_empty(const std::string& value) {

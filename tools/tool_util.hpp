@@ -69,6 +69,13 @@ inline constexpr size_t kMaxTextBytes = size_t{256} << 20;
 std::string read_text_file(const std::string& path);
 std::string read_text(std::istream& in, const std::string& name);
 
+// Results files (--json): `path` must be absent or a regular file, never written through a
+// symlink, FIFO or device; check_output_path says so (and that its folder is writable) before a
+// long run, write_text_file writes `text` beside it and renames it over. Errc::Io naming the path
+// and the reason.
+void check_output_path(const std::string& path);
+void write_text_file(const std::string& path, const std::string& text);
+
 // A CLI11 check for options whose empty value would silently mean the default (--cache-dir '').
 std::string not_empty(const std::string& value);
 

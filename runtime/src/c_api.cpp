@@ -306,6 +306,12 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
     p.width = width;
     p.activation = activation_of(activation);
     p.residual = residual != nullptr;
+    // C++ ignores the operands a problem does not have; here a sum without a residual is a
+    // caller expecting it written.
+    if (!residual && sum)
+      throw kjit::Error::invalid("sum", std::string(kind) +
+                                            ": sum is given without a residual: it is written "
+                                            "only as x + residual (pass NULL, or a residual)");
     p.has_weight = weight != nullptr;
     p.has_bias = bias != nullptr;
     kjit::ops::LayerNormOptions o;

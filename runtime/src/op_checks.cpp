@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 
 #include "cuda_driver.hpp"
 #include "kjit/op/checks.hpp"
@@ -27,7 +28,15 @@ std::string eps_problem(float eps) {
 
 std::string overlap_problem(const char* field_a, const void* a, size_t bytes_a, const char* field_b,
                             const void* b, size_t bytes_b, bool same_ok) {
-  const auto as = reinterpret_cast<uintptr_t>(a), bs = reinterpret_cast<uintptr_t>(b);
+  // In 128 bits: no allocation ends past 2^64, and a range that would must not wrap around to
+  // look disjoint (a hand-made pointer).
+  using Wide = unsigned __int128;
+  const auto as = Wide{reinterpret_cast<uintptr_t>(a)}, bs = Wide{reinterpret_cast<uintptr_t>(b)};
+  const Wide top = Wide{1} << 64;
+  for (const auto& [field, at, bytes] : {std::tuple{field_a, as, bytes_a}, {field_b, bs, bytes_b}})
+    if (at + bytes > top)
+      return std::string(field) + " (" + std::to_string(bytes) +
+             " bytes) ends past the top of the address space";
   if ((same_ok && as == bs) || !(as < bs + bytes_b && bs < as + bytes_a)) return {};
   return std::string(field_a) + " and " + field_b +
          (same_ok ? " overlap without being the same tensor" : " overlap");

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "kjit/error.hpp"
 
 namespace kjit::reference {
 
@@ -34,10 +37,21 @@ GroupStats group_stats(const ops::GroupNormProblem& p, const std::vector<float>&
   return {mean, m2 / L, abs_sum / L};
 }
 
+// x must be the problem's: a short vector would be read past its end.
+void check_inputs(const char* fn, const ops::GroupNormProblem& p, const std::vector<float>& x) {
+  ops::validate(p);
+  const auto n = static_cast<size_t>(p.N) * static_cast<size_t>(p.C) * static_cast<size_t>(p.S);
+  if (x.size() < n)
+    throw Error::invalid("x", std::string("reference::") + fn + ": x holds " +
+                                  std::to_string(x.size()) +
+                                  " values, fewer than N * C * S = " + std::to_string(n));
+}
+
 }  // namespace
 
 std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector<float>& x,
                                const float* weight, const float* bias, double eps) {
+  check_inputs("group_norm", p, x);
   const int64_t cg = p.C / p.groups;
   std::vector<double> y(x.size());
   for (int64_t n = 0; n < p.N; ++n) {
@@ -59,6 +73,7 @@ std::vector<double> group_norm(const ops::GroupNormProblem& p, const std::vector
 std::vector<double> group_norm_fp32_slack(const ops::GroupNormProblem& p,
                                           const std::vector<float>& x, const float* weight,
                                           double eps) {
+  check_inputs("group_norm_fp32_slack", p, x);
   const int64_t cg = p.C / p.groups;
   const double units = std::ldexp(1.0 + std::log2(static_cast<double>(cg * p.S)), -24);
   const double slope = activation_max_slope(p.activation);

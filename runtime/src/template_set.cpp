@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <set>
-#include <sstream>
 
 #include "embedded_templates.hpp"
 #include "kjit/error.hpp"
@@ -47,24 +46,23 @@ bool safe_header_name(const std::string& n) {
   return true;
 }
 
-// The quoted includes of a header: `#include "x"` with optional spaces. Angle-bracket includes
-// are left to NVRTC (and fail there, since kjit gives it no toolkit include path).
-std::vector<std::string> quoted_includes(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t p = line.find_first_not_of(" \t");
-    if (p == std::string::npos || line[p] != '#') continue;
-    p = line.find_first_not_of(" \t", p + 1);
-    if (p == std::string::npos || line.compare(p, 7, "include") != 0) continue;
-    size_t q1 = line.find('"', p + 7);
-    if (q1 == std::string::npos) continue;
-    size_t q2 = line.find('"', q1 + 1);
-    if (q2 == std::string::npos) continue;
-    out.push_back(line.substr(q1 + 1, q2 - q1 - 1));
-  }
-  return out;
+// A directive through which NVRTC could read a file from disk, outside the cache key: refused
+// when the header is added. (A relative name nobody registered stays NVRTC's error: with no
+// include paths and -no-source-include it never looks for one on disk.)
+void refuse_disk_include(const std::string& name, const TemplateInclude& inc) {
+  const bool has = inc.directive.rfind("__has_include", 0) == 0;
+  const std::string what = (has ? "" : "#") + inc.directive;
+  auto no = [&](const std::string& why) {
+    throw Error::invalid("source", "template '" + name + "', line " + std::to_string(inc.line) +
+                                       ": " + what + " " + why +
+                                       ": NVRTC gets only registered headers (TemplateSet::add), "
+                                       "the ones the cache key covers");
+  };
+  if (inc.directive != "include" && inc.directive != "__has_include") no("is not supported");
+  if (inc.target.empty()) no("names no single \"file\" or <file> (a macro, say)");
+  if (inc.target.front() == '/') no("names the absolute path '" + inc.target + "'");
+  const std::string t = "/" + inc.target + "/";
+  if (t.find("/../") != std::string::npos) no("names '" + inc.target + "', a path through '..'");
 }
 
 }  // namespace
@@ -95,6 +93,7 @@ void TemplateSet::add(const std::string& name, std::string source) {
   if (const size_t nul = source.find('\0'); nul != std::string::npos)
     throw Error::invalid("source", "template '" + name + "' holds a NUL byte at offset " +
                                        std::to_string(nul) + ": a source is text");
+  for (const TemplateInclude& inc : template_includes(source, name)) refuse_disk_include(name, inc);
   auto text = std::make_shared<const std::string>(std::move(source));
   std::unique_lock lock(mu_);
   sources_[name] = std::move(text);
@@ -130,7 +129,8 @@ void TemplateSet::visit_closure(const std::string& name, Fn&& fn) const {
     todo.pop_back();
     auto it = sources_.find(n);
     if (it == sources_.end() || !seen.insert(n).second) continue;  // NVRTC reports missing ones
-    for (auto& inc : quoted_includes(*it->second)) todo.push_back(inc);
+    for (const TemplateInclude& inc : template_includes(*it->second, n))
+      if (inc.directive == "include" && !inc.target.empty()) todo.push_back(inc.target);
   }
   for (const auto& n : seen) {
     auto at = added_at_.find(n);

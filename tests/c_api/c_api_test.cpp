@@ -159,3 +159,28 @@ TEST_CASE("prepare: a buffer needs a positive size; the codes are named in the h
   CHECK(KJIT_ERR_IO == 11);
   CHECK(KJIT_ERR_INTERNAL == 1000);
 }
+
+// Operands the kernels would read while other threads write y (GroupNorm's weight and bias), a
+// sum nobody will write (LayerNorm without a residual), and ranges that wrap past 2^64: refused
+// before any device use.
+TEST_CASE("kjit_group_norm / kjit_layer_norm: overlapping or unused operands are refused") {
+  alignas(16) static float buf[1024];
+  // x [2, 8, 4] = 64 floats at buf, y at buf + 512; weight and bias [8].
+  CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 520, nullptr, 1e-5f,
+                        nullptr, 0) == kInvalidArgument);
+  CHECK(last_error_has("y and weight overlap"));
+  CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 256, buf + 575, 1e-5f,
+                        nullptr, 0) == kInvalidArgument);
+  CHECK(last_error_has("y and bias overlap"));
+  CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 256, buf + 576, 1e-5f,
+                        nullptr, 0) != kInvalidArgument);  // disjoint: on to the driver
+  CHECK(kjit_layer_norm("layer_norm", "f32", nullptr, 4, 16, 0, buf, nullptr, buf + 512, buf + 256,
+                        nullptr, nullptr, 1e-5f, nullptr) == kInvalidArgument);
+  CHECK(last_error_has("sum is given without a residual"));
+  // y's range ends past 2^64: refused, rather than wrapping around to look disjoint from x.
+  const auto wrapped = reinterpret_cast<void*>(~uintptr_t{0} - 63);
+  CHECK(kjit_layer_norm("rms_norm", "f32", nullptr, 4, 16, 0, reinterpret_cast<void*>(0x100),
+                        nullptr, wrapped, nullptr, nullptr, nullptr, 1e-5f,
+                        nullptr) == kInvalidArgument);
+  CHECK(last_error_has("y (256 bytes) ends past the top of the address space"));
+}

@@ -279,6 +279,34 @@ TEST_CASE("a header includes only registered headers, never a file from disk") {
   CHECK_FALSE(c.get(s, "sm_90").binary.empty());
 }
 
+// NVRTC opens any absolute path an include names: that file's text would be compiled but not
+// covered by the cache key (a changed file would come back as a stale binary). add() refuses such
+// includes however they are written, and reads the text as the preprocessor does.
+TEST_CASE("a template that would make NVRTC read a file from disk is refused when added") {
+  kjit::TemplateSet t;
+  for (const char* bad :
+       {"#include \"/etc/passwd\"\n", "#include </etc/passwd>\n", "  #  include \"../x.cuh\"\n",
+        "%:include \"/tmp/x.h\"\n", "#define F \"/etc/passwd\"\n#include F\n",
+        "#include_next \"app/a.cuh\"\n", "#embed \"x\"\n",
+        "#if __has_include(\"/etc/shadow\")\n#endif\n",
+        "#define xR\nconst char* s = xR\"(\";\n/**/ #include \"/tmp/x.h\"\n// )\"\n",
+        "#inc\\\r\nlude \"/tmp/x.h\"\n", "int a;\r#include \"/tmp/x.h\"\n", "/* open"}) {
+    CAPTURE(bad);
+    CHECK_KJIT_ERROR(t.add("app/bad.cuh", bad), kjit::Errc::InvalidArgument);
+  }
+  CHECK_FALSE(t.has("app/bad.cuh"));
+  // Registered or relative names, NVRTC's own headers, and the same text in comments or strings.
+  t.add("app/ok.cuh",
+        "#include \"app/other.cuh\"\r\n#include <cuda_fp16.h>\n// #include \"/etc/passwd\"\n"
+        "const char* s = R\"(\n#include \"x.h\"\n)\";\nint n = 1'000;\n");
+  const auto incs = kjit::template_includes(
+      "#include \"a.cuh\"\n#inc\\\nlude <b.h>\n#if __has_include(\"c.cuh\")\n#endif\n");
+  REQUIRE(incs.size() == 3);
+  CHECK((incs[0].target == "a.cuh" && !incs[0].angled && incs[0].line == 1));
+  CHECK((incs[1].target == "b.h" && incs[1].angled && incs[1].line == 2));
+  CHECK((incs[2].directive == "__has_include" && incs[2].target == "c.cuh" && incs[2].line == 4));
+}
+
 TEST_CASE("the key names the loaded NVRTC library's build") {
   const std::string& b = kjit::Compiler::nvrtc_build();
   MESSAGE("nvrtc build: " << b);

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "kjit/error.hpp"
 #include "kjit/host_math.hpp"
+#include "kjit/ops/layer_norm_reference.hpp"
 #include "kjit/reference.hpp"
+#include "test_util.hpp"
 
 using kjit::ops::Activation;
 using kjit::ops::GroupNormProblem;
@@ -132,4 +135,34 @@ TEST_CASE("reference: linear_gn_min's row minimum keeps NaN") {
   const std::vector<float> flat_w{1, 0, 1, 0, 1, 0, 1, 0};  // every channel the same: var 0
   CHECK(std::isnan(kjit::reference::linear_gn_min_rows(p, x.data(), flat_w.data(), nullptr,
                                                        gamma.data(), beta.data(), 0.0, {0})[0]));
+}
+
+// The references read x (and the residual) as the problem's size: inputs that are shorter, or a
+// problem that is not valid (groups = 0 would divide by zero), are refused, not read past.
+TEST_CASE("the references refuse inputs shorter than the problem, and invalid problems") {
+  const GroupNormProblem p = GroupNormProblem::from_shape({2, 8, 4}, 2, kjit::DType::F32);
+  CHECK_KJIT_ERROR(kjit::reference::group_norm(p, std::vector<float>(63), nullptr, nullptr, 1e-5),
+                   kjit::Errc::InvalidArgument);
+  CHECK_KJIT_ERROR(kjit::reference::group_norm_fp32_slack(p, std::vector<float>(10), nullptr, 1e-5),
+                   kjit::Errc::InvalidArgument);
+  GroupNormProblem bad = p;
+  bad.groups = 0;
+  CHECK_KJIT_ERROR(kjit::reference::group_norm(bad, std::vector<float>(64), nullptr, nullptr, 1e-5),
+                   kjit::Errc::InvalidArgument);
+  CHECK(
+      kjit::reference::group_norm(p, std::vector<float>(64, 1.f), nullptr, nullptr, 1e-5).size() ==
+      64);
+
+  auto ln = kjit::ops::LayerNormProblem::layer_norm(4, 16, kjit::DType::F32);
+  CHECK_KJIT_ERROR(
+      kjit::reference::layer_norm(ln, std::vector<float>(63), nullptr, nullptr, nullptr, 1e-5),
+      kjit::Errc::InvalidArgument);
+  ln.residual = true;
+  const std::vector<float> x(64, 1.f), r(64, 2.f);
+  CHECK_KJIT_ERROR(kjit::reference::layer_norm(ln, x, nullptr, nullptr, nullptr, 1e-5),
+                   kjit::Errc::InvalidArgument);
+  const std::vector<float> short_r(10);
+  CHECK_KJIT_ERROR(kjit::reference::layer_norm(ln, x, &short_r, nullptr, nullptr, 1e-5),
+                   kjit::Errc::InvalidArgument);
+  CHECK(kjit::reference::layer_norm(ln, x, &r, nullptr, nullptr, 1e-5).sum.size() == 64);
 }

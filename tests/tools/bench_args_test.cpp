@@ -1,6 +1,11 @@
 // kjit-bench checks its shape list before it needs the device: a bad file is named with the case
 // and the rule, also on a machine without a GPU (where a good one then fails for want of a driver).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
 
 #include "test_util.hpp"
 #include "tool_runner.hpp"
@@ -41,6 +46,8 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
       {R"([{"op": "linear_gn_min", "shape": [8, 64, 64], "groups": 8, "dtype": "bf16"}])",
        "must be fp32, tf32, fp32x3 or fp32x3-percall"},
       {R"([{"op": "linear_gn_min", "shape": [8, 64], "groups": 8}])", "needs shape [M, K, N]"},
+      {R"([{"op": "layer_norm", "shape": [18446744073709551615, 4]}])",
+       "a shape dimension = 18446744073709551615 exceeds 2^63 - 1"},
       {R"([{"op": "group_norm", "shape": [8, 256], "groups": 32}, 7])",
        "case 1: must be an object"},
   };
@@ -58,7 +65,19 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
   const auto unwritable =
       run_tool("kjit-bench", "--json " + dir.path + "/no/such/dir/x.json", dir.path);
   CHECK(unwritable.rc == 1);
-  CHECK(unwritable.err.find("cannot write the results") != std::string::npos);
+  CHECK(unwritable.err.find("its folder is not writable") != std::string::npos);
+  // A FIFO (which an open for writing would wait on) or a symlink at the results' name is refused
+  // at once, and nothing is created through the link.
+  const std::string fifo = dir.path + "/results.fifo", link = dir.path + "/results.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(::symlink((dir.path + "/elsewhere.json").c_str(), link.c_str()) == 0);
+  for (const std::string& target : {fifo, link}) {
+    const auto r = run_tool("kjit-bench", "--json " + target, dir.path);
+    CAPTURE(target);
+    CHECK(r.rc == 1);
+    CHECK(r.err.find("is not a regular file") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/elsewhere.json"));
   CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc == 2);
   CHECK(run_tool("kjit-bench", "--shapes ''", dir.path).rc == 2);  // not the default list
   CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
@@ -68,7 +87,8 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
            {"'layer_norm rows=4 widht=3'", "widht: unknown field for op layer_norm"},
            {"'rms_norm rows=4'", "width: missing"},
            {"'softmax rows=4'", "unknown op 'softmax'"},
-           {"'group_norm 8x250x4 g=32'", "groups: "}}) {
+           {"'group_norm 8x250x4 g=32'", "groups: "},
+           {R"('{"op":"layer_norm","rows":1,"rows":2,"width":64}')", "'rows' appears twice"}}) {
     // Named copies: clang 14 cannot capture a structured binding in CAPTURE's lambda.
     const std::string& arg = bad_problem.first;
     const std::string& message = bad_problem.second;

@@ -502,8 +502,23 @@ TEST_CASE("recorded headers reach no file but the recording's own headers") {
         "/**/ #include \"/dev/zero\"\n", "#inc\\\nlude \"/etc/passwd\"\n",
         "#include_next \"app/a.cuh\"\n", "#import \"x\"\n",
         "#if __has_include(\"/etc/shadow\")\n#endif\n", "#include \"app/a.cuh\" \"/etc/passwd\"\n",
-        "/* unterminated", "#include \"app/c.cuh\"\n"}) {
+        "/* unterminated", "#include \"app/c.cuh\"\n",
+        // Read by NVRTC as directives, and missed by an earlier scan: an identifier ending in R
+        // before a plain string is no raw string, and a backslash before CRLF splices lines.
+        "#define xR\nstatic const char* s = xR\"(\";\n/**/ #include \"/tmp/planted.h\"\n// )\"\n",
+        "#inc\\\r\nlude \"/tmp/planted.h\"\n",
+        // Text compilers read differently is refused rather than guessed at.
+        "#include \"app/a.cuh\"\r#include \"/etc/passwd\"\n", "#define A \\ \n#include \"x\"\n",
+        "#define A ?\?/\n#include \"/etc/passwd\"\n"}) {
     CAPTURE(bad);
     CHECK_FALSE(include_problem(bad, allowed).empty());
+  }
+  // What the scan must still accept: CRLF lines, digit separators, raw strings whose text holds
+  // quotes and comment markers, a real raw string prefix.
+  for (const char* good : {"#include \"app/a.cuh\"\r\nint x = 1'000'000;\r\n",
+                           "const char* s = R\"x(\" /* // )x\";\n#include \"app/b.cuh\"\n",
+                           "const char* t = u8R\"(a\nb)\";\nint y = 0x1'Fp+3;\n"}) {
+    CAPTURE(good);
+    CHECK(include_problem(good, allowed) == "");
   }
 }

@@ -1,5 +1,7 @@
 #include "cases.hpp"
 
+#include <cstdint>
+
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 #include "tool_util.hpp"
@@ -132,6 +134,8 @@ std::vector<Case> load_cases(const std::string& path) {
       };
       auto integer = [&](const nlohmann::json& v, const std::string& what) {
         if (!v.is_number_integer()) invalid(what + " = " + v.dump() + " must be an integer");
+        if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})
+          invalid(what + " = " + v.dump() + " exceeds 2^63 - 1");
         return v.get<int64_t>();
       };
       c.op = e.at("op").get<std::string>();

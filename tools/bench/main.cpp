@@ -24,6 +24,7 @@ std::vector<std::unique_ptr<kjit::op::OpProblem>> parse_problems(
   for (size_t i = 0; i < args.size(); ++i) {
     try {
       const nlohmann::json j = kjit::tools::parse_problem_arg(args[i]);
+      kjit::tools::check_marks(j);  // a key given twice, a number no double holds
       const std::string op = j.value("op", "");
       out.push_back(kjit::op::find_op(op).parse(kjit::tools::op_fields(j, op)));
     } catch (const kjit::tools::EntryError& e) {
@@ -81,12 +82,9 @@ int run(int argc, char** argv) {
     const auto cases = !shapes_file.empty()   ? kjit_bench::load_cases(shapes_file)
                        : problem_args.empty() ? kjit_bench::default_cases()
                                               : std::vector<kjit_bench::Case>{};
-    // Checked now (opened for appending, so an earlier results file survives a failed run): an
-    // unwritable path fails before minutes of work. Truncated only when the results are written.
-    if (!json_file.empty() && !std::ofstream(json_file, std::ios::app)) {
-      std::fprintf(stderr, "kjit-bench: cannot write the results to '%s'\n", json_file.c_str());
-      return 1;
-    }
+    // Checked now, creating nothing (an earlier results file survives a failed run): a path that
+    // cannot be written fails before minutes of work.
+    if (!json_file.empty()) kjit::tools::check_output_path(json_file);
     kjit::Runtime rt;
     kjit::Stream stream(rt);
     nlohmann::json out;
@@ -164,16 +162,8 @@ int run(int argc, char** argv) {
       std::fflush(stdout);
       out["problems"].push_back(row);
     }
-    if (!json_file.empty()) {
-      std::ofstream json_out(json_file, std::ios::trunc);
-      json_out << kjit::tools::json_text(out) << "\n";
-      json_out.close();
-      if (!json_out) {
-        std::fprintf(stderr, "kjit-bench: could not write the results to '%s'\n",
-                     json_file.c_str());
-        return 1;
-      }
-    }
+    if (!json_file.empty())
+      kjit::tools::write_text_file(json_file, kjit::tools::json_text(out) + "\n");
     return all_correct ? 0 : 3;
   } catch (const kjit::Error& e) {
     std::fprintf(stderr, "kjit-bench: %s error: %s\n", kjit::errc_name(e.code()), e.what());

@@ -21,6 +21,25 @@ namespace kjit {
 // Python's kjit.kernel(path) read through it.
 std::string read_template_file(const std::string& path, const std::string& name = "");
 
+// A directive or operator of a template that names another file: #include, #include_next,
+// #import or #embed (written with '#' or '%:'), or __has_include / __has_include_next.
+struct TemplateInclude {
+  std::string directive;  // "include", "include_next", "import", "embed", "__has_include", ...
+  std::string target;     // the name between the quotes or brackets; empty when a macro or
+                          // anything but one quoted or bracketed name follows (computed)
+  bool angled = false;    // <name> rather than "name"
+  int line = 0;           // 1-based, where the directive starts
+};
+
+// Every include of `text` as the preprocessor reads it: lines spliced (a backslash before LF or
+// CRLF), comments removed, string, character and raw string literals and digit separators
+// recognised, including those inside #if 0 and inside raw strings (conservative: never fewer than
+// the compiler sees). Throws InvalidArgument naming `name` and the line for text that compilers
+// read differently, rather than guess: an unterminated comment or literal, a carriage return not
+// followed by a line feed, a backslash followed by blanks at a line's end, the trigraph ??/.
+std::vector<TemplateInclude> template_includes(const std::string& text,
+                                               const std::string& name = "");
+
 class TemplateSet {
  public:
   TemplateSet();  // starts with the built-in templates
@@ -28,8 +47,11 @@ class TemplateSet {
   // Register (or replace) a header under `name`, e.g. "myapp/saxpy.cuh". Kernels loaded from the
   // old text stay loaded (a Kernel handle keeps running the old code), but Runtime::kernel loads
   // from the new text afterwards; the disk cache key covers the text, so a changed header never
-  // hits a stale binary. Throws InvalidArgument for an empty or unsafe name, or a source holding
-  // a NUL byte (NVRTC would compile only the text before it).
+  // hits a stale binary. Throws InvalidArgument for an empty or unsafe name, a source holding a
+  // NUL byte (NVRTC would compile only the text before it), or one that could make NVRTC read a
+  // file from disk, whose text the key would not cover: an #include (or __has_include) of an
+  // absolute path, of a path with a '..' component or of a name a macro computes, #include_next,
+  // #import, #embed, or text template_includes cannot read.
   void add(const std::string& name, std::string source);
   // Same, reading the file now (read_template_file).
   void add_file(const std::string& name, const std::string& path);
@@ -45,7 +67,7 @@ class TemplateSet {
   uint64_t closure_generation(const std::string& name) const;
   std::vector<std::string> names() const;
 
-  // `name` and every header it reaches through #include "..." among the registered ones, sorted by
+  // `name` and every header it reaches through #include among the registered ones, sorted by
   // name. Throws NotFound for an unknown name.
   std::vector<std::pair<std::string, std::string>> closure(const std::string& name) const;
 

@@ -33,8 +33,13 @@ void validate_call(const GroupNormProblem& p, const void* x, const void* y, cons
   if (p.has_weight) op::check_pointer("group_norm", "weight", w, dtype_size(p.param_dtype), ctx);
   if (p.has_bias) op::check_pointer("group_norm", "bias", b, dtype_size(p.param_dtype), ctx);
   // In place (y == x) is fine: every element is read before it is written by the same thread.
+  // The parameters are read by every group's CTA while others write y: never inside y.
   const size_t bytes = static_cast<size_t>(p.N * p.C * p.S) * dtype_size(p.dtype);
+  const size_t pbytes = static_cast<size_t>(p.C) * dtype_size(p.param_dtype);
   op::check_disjoint("group_norm", "x", x, bytes, "y", y, bytes, true, ctx);
+  if (p.has_weight)
+    op::check_disjoint("group_norm", "y", y, bytes, "weight", w, pbytes, false, ctx);
+  if (p.has_bias) op::check_disjoint("group_norm", "y", y, bytes, "bias", b, pbytes, false, ctx);
 }
 
 namespace detail {

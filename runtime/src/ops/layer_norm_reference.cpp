@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <string>
 
+#include "kjit/error.hpp"
 #include "kjit/host_math.hpp"
 
 namespace kjit::reference {
@@ -27,11 +29,27 @@ std::vector<double> row_values(const ops::LayerNormProblem& p, const std::vector
   return s;
 }
 
+// The inputs must be the problem's: a short vector would be read past its end.
+void check_inputs(const ops::LayerNormProblem& p, const std::vector<float>& x,
+                  const std::vector<float>* residual) {
+  ops::validate(p);
+  const auto n = static_cast<size_t>(p.rows) * static_cast<size_t>(p.width);
+  if (x.size() < n)
+    throw Error::invalid("x", "reference::layer_norm: x holds " + std::to_string(x.size()) +
+                                  " values, fewer than rows * width = " + std::to_string(n));
+  if (p.residual && (!residual || residual->size() < n))
+    throw Error::invalid("residual",
+                         "reference::layer_norm: the problem has a residual, so it "
+                         "must hold at least rows * width = " +
+                             std::to_string(n) + " values");
+}
+
 }  // namespace
 
 LayerNormResult layer_norm(const ops::LayerNormProblem& p, const std::vector<float>& x,
                            const std::vector<float>* residual, const float* weight,
                            const float* bias, double eps) {
+  check_inputs(p, x, residual);
   LayerNormResult out;
   out.y.resize(x.size());
   if (p.residual) out.sum.resize(x.size());
