@@ -178,11 +178,16 @@ class Scan {
     inc->angled = c[at] == '<';
   }
 
-  // A line whose first token is '#' or '%:' followed by a file-naming directive.
+  // A line whose first token is '#' or '%:' followed by a file-naming directive. Bytes past
+  // ASCII before it are skipped as if blank (a byte order mark, a no-break space): whether or not
+  // a compiler reads them so, the line is checked.
   void directive(size_t pos, size_t eol, std::vector<TemplateInclude>* out) const {
     const std::string& c = code_;
-    size_t k = c.find_first_not_of(" \t\f\v", pos);
-    if (k == std::string::npos || k >= eol) return;
+    size_t k = pos;
+    while (k < eol && (c[k] == ' ' || c[k] == '\t' || c[k] == '\f' || c[k] == '\v' ||
+                       static_cast<unsigned char>(c[k]) >= 0x80))
+      ++k;
+    if (k >= eol) return;
     if (c[k] == '#') {
       k += 1;
     } else if (c.compare(k, 2, "%:") == 0) {

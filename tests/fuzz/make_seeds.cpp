@@ -2,7 +2,8 @@
 // seed is committed): <dir>/entry/ (entries as serialize_entry writes them), <dir>/archive/
 // (archives DiskCache::export_to wrote from caches of 0, 1, 3 and 9 entries, each in both
 // fuzz_archive modes), <dir>/remote_value/ (signed values in fuzz_remote_value's value modes, and
-// URLs in its URL mode) and <dir>/manifest/ (the embedded default manifest). The other manifest and
+// URLs in its URL mode), <dir>/manifest/ (the embedded default manifest) and <dir>/includes/ (kjit's
+// built-in templates). The other manifest and
 // --problem seeds are the files in tests/fuzz/corpus/manifest/: copied from tests/tools/ and
 // docs/TOOLS.md, and found_<commit>_* are inputs that failed fuzz_manifest at that commit, kept so
 // that every run tries them again (their regression tests are in tests/tools/manifest_test.cpp).
@@ -19,6 +20,7 @@
 #include "entry_format.hpp"
 #include "kjit/cache/disk_cache.hpp"
 #include "kjit/cache/key.hpp"
+#include "kjit/templates.hpp"
 #include "manifest.hpp"
 #include "remote_value.hpp"
 
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1];
-    for (const char* sub : {"entry", "archive", "remote_value", "manifest"})
+    for (const char* sub : {"entry", "archive", "remote_value", "manifest", "includes"})
       fs::create_directories(root / sub);
     const auto entries = sample_entries();
     for (size_t i = 0; i < entries.size(); ++i)
@@ -124,6 +126,10 @@ int main(int argc, char** argv) {
     }
     fs::remove_all(scratch);
     write_file(root / "manifest" / "default.json", kjit::tools::default_manifest_text());
+    // fuzz_includes: kjit's own templates, as embedded.
+    size_t k = 0;
+    for (const auto& [name, text] : kjit::TemplateSet::builtins())
+      write_file(root / "includes" / ("builtin" + std::to_string(k++)), text);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kjit_fuzz_seeds: %s\n", e.what());
     return 1;
