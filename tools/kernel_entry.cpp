@@ -312,12 +312,16 @@ std::string include_problem(const std::string& text,
   }
   for (const kjit::TemplateInclude& inc : incs) {
     const std::string at = " (line " + std::to_string(inc.line) + ")";
-    if (inc.directive != "include")
-      return (inc.directive.rfind("__", 0) == 0 ? "" : "#") + inc.directive +
-             " is not allowed in a recorded header" + at;
-    if (inc.target.empty() || inc.angled)
-      return "an #include" + at + " that is not #include \"name\" of a recorded header";
-    if (!allowed.count(inc.target) && !builtin_text(inc.target))
+    const bool has = inc.directive.rfind("__has_include", 0) == 0;
+    if (inc.directive != "include" && inc.directive != "__has_include")
+      return (has ? "" : "#") + inc.directive + " is not allowed in a recorded header" + at;
+    const std::string wrapped = "/" + inc.target + "/";
+    if (inc.target.empty() || inc.target.front() == '/' ||
+        wrapped.find("/../") != std::string::npos)
+      return (has ? "__has_include" : "an #include") + at +
+             " that names no recorded header (an absolute path, '..' or a macro)";
+    // <name>: NVRTC's own headers (no include path reaches the disk); "name": a recorded one.
+    if (!inc.angled && !has && !allowed.count(inc.target) && !builtin_text(inc.target))
       return "it includes \"" + inc.target + "\"" + at +
              ", which is not a header of this recording";
   }

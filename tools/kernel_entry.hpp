@@ -30,9 +30,10 @@ constexpr size_t kMaxEntryHeaders = 256;
 constexpr size_t kMaxEntryBytes = size_t{64} << 20;
 
 // The rule a header text from a recording breaks, or "": every #include, as the preprocessor
-// reads it (kjit::template_includes), names one of `allowed` (or a built-in) in quotes, and
-// nothing else reaches a file (#include_next, #import, #embed, __has_include). NVRTC would
-// otherwise open any path an include names, on the machine that precompiles.
+// reads it (kjit::template_includes), names one of `allowed` (or a built-in) in quotes, or one of
+// NVRTC's own headers in brackets (a relative name: no include path reaches the disk); nothing
+// names an absolute path, a '..' or a computed name, and #include_next, #import and #embed are
+// refused. NVRTC would otherwise open any path an include names, on the machine that precompiles.
 std::string include_problem(const std::string& text,
                             const std::map<std::string, std::string>& allowed);
 

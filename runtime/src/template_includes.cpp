@@ -13,11 +13,10 @@
 namespace kjit {
 namespace {
 
-// Bytes of an identifier or pp-number; a byte past ASCII (UTF-8 in an identifier) counts, so
-// that `éR"(` is an identifier before a plain string, as the compiler reads it.
+// Bytes of an identifier or pp-number. (Bytes past ASCII are refused outside comments and
+// literals: NVRTC reads none as part of an identifier, so `éR"(` opens a raw string there.)
 bool ident_byte(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return std::isalnum(u) || c == '_' || u >= 0x80;
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
 class Scan {
@@ -91,7 +90,8 @@ class Scan {
     code_line_.push_back(line_at(at));
   }
 
-  // Phase 3: comments become one space (newlines inside kept), literals are kept as written.
+  // Phase 3: a comment becomes one space, even one spanning lines (`#/*` newline `*/include` is
+  // an #include), literals are kept as written.
   void strip() {
     const std::string& t = text_;
     for (size_t i = 0; i < t.size();) {
@@ -101,10 +101,10 @@ class Scan {
       } else if (t.compare(i, 2, "/*") == 0) {
         const size_t end = t.find("*/", i + 2);
         if (end == std::string::npos) unclear(line_at(i), "an unterminated comment");
-        for (size_t k = i; k < end; ++k)
-          if (t[k] == '\n') put_char('\n', k);
-        put_char(' ', end);
+        put_char(' ', i);
         i = end + 2;
+      } else if (static_cast<unsigned char>(t[i]) >= 0x80) {
+        unclear(line_at(i), "a byte past ASCII outside a comment or literal");
       } else if (ident_byte(t[i])) {
         i = word(i);
       } else if (t[i] == '"' || t[i] == '\'') {
@@ -178,16 +178,11 @@ class Scan {
     inc->angled = c[at] == '<';
   }
 
-  // A line whose first token is '#' or '%:' followed by a file-naming directive. Bytes past
-  // ASCII before it are skipped as if blank (a byte order mark, a no-break space): whether or not
-  // a compiler reads them so, the line is checked.
+  // A line whose first token is '#' or '%:' followed by a file-naming directive.
   void directive(size_t pos, size_t eol, std::vector<TemplateInclude>* out) const {
     const std::string& c = code_;
-    size_t k = pos;
-    while (k < eol && (c[k] == ' ' || c[k] == '\t' || c[k] == '\f' || c[k] == '\v' ||
-                       static_cast<unsigned char>(c[k]) >= 0x80))
-      ++k;
-    if (k >= eol) return;
+    size_t k = c.find_first_not_of(" \t\f\v", pos);
+    if (k == std::string::npos || k >= eol) return;
     if (c[k] == '#') {
       k += 1;
     } else if (c.compare(k, 2, "%:") == 0) {

@@ -291,7 +291,9 @@ TEST_CASE("a template that would make NVRTC read a file from disk is refused whe
         "#if __has_include(\"/etc/shadow\")\n#endif\n",
         "#define xR\nconst char* s = xR\"(\";\n/**/ #include \"/tmp/x.h\"\n// )\"\n",
         "#inc\\\r\nlude \"/tmp/x.h\"\n", "int a;\r#include \"/tmp/x.h\"\n", "/* open",
-        "\xEF\xBB\xBF#include \"/tmp/x.h\"\n", "\xC2\xA0#include \"/tmp/x.h\"\n"}) {
+        "\xEF\xBB\xBF#include \"/tmp/x.h\"\n", "\xC2\xA0#include \"/tmp/x.h\"\n",
+        "#/*\n*/include \"/tmp/x.h\"\n",
+        "#define X \xC3\xA9R\"(\" /* )\"\n#include \"/tmp/x.h\"\n// */\n"}) {
     CAPTURE(bad);
     CHECK_KJIT_ERROR(t.add("app/bad.cuh", bad), kjit::Errc::InvalidArgument);
   }

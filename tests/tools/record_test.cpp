@@ -509,15 +509,22 @@ TEST_CASE("recorded headers reach no file but the recording's own headers") {
         "#inc\\\r\nlude \"/tmp/planted.h\"\n",
         // Text compilers read differently is refused rather than guessed at.
         "#include \"app/a.cuh\"\r#include \"/etc/passwd\"\n", "#define A \\ \n#include \"x\"\n",
-        "#define A ?\?/\n#include \"/etc/passwd\"\n"}) {
+        "#define A ?\?/\n#include \"/etc/passwd\"\n",
+        // A comment spanning lines is one space inside the directive; NVRTC reads `éR"(` as a
+        // raw string (no byte past ASCII is an identifier's).
+        "#/*\n*/include \"/tmp/planted.h\"\n",
+        "#define X \xC3\xA9R\"(\" /* )\"\n#include \"/tmp/planted.h\"\n// */\n"}) {
     CAPTURE(bad);
     CHECK_FALSE(include_problem(bad, allowed).empty());
   }
   // What the scan must still accept: CRLF lines, digit separators, raw strings whose text holds
-  // quotes and comment markers, a real raw string prefix.
+  // quotes and comment markers, a real raw string prefix, NVRTC's own headers.
   for (const char* good : {"#include \"app/a.cuh\"\r\nint x = 1'000'000;\r\n",
                            "const char* s = R\"x(\" /* // )x\";\n#include \"app/b.cuh\"\n",
-                           "const char* t = u8R\"(a\nb)\";\nint y = 0x1'Fp+3;\n"}) {
+                           "const char* t = u8R\"(a\nb)\";\nint y = 0x1'Fp+3;\n",
+                           // NVRTC's own headers; text past ASCII in a comment.
+                           "#include <cuda_fp16.h>\n#if __has_include(<cuda_bf16.h>)\n#endif\n"
+                           "/* caf\xC3\xA9 */\n"}) {
     CAPTURE(good);
     CHECK(include_problem(good, allowed) == "");
   }

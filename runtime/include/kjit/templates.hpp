@@ -36,7 +36,9 @@ struct TemplateInclude {
 // recognised, including those inside #if 0 and inside raw strings (conservative: never fewer than
 // the compiler sees). Throws InvalidArgument naming `name` and the line for text that compilers
 // read differently, rather than guess: an unterminated comment or literal, a carriage return not
-// followed by a line feed, a backslash followed by blanks at a line's end, the trigraph ??/.
+// followed by a line feed, a backslash followed by blanks at a line's end, the trigraph ??/, a
+// byte past ASCII outside a comment or literal. Not found: an operator spelled by token pasting
+// (`P(__has_, include)`), which can test whether a file exists but not read it.
 std::vector<TemplateInclude> template_includes(const std::string& text,
                                                const std::string& name = "");
 
