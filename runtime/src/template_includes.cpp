@@ -145,7 +145,12 @@ class Scan {
     const size_t open = t.find('(', q + 1);
     if (open == std::string::npos || open - q - 1 > 16)
       unclear(line_at(q), "a raw string without a delimiter of at most 16 characters");
-    const std::string close = ")" + t.substr(q + 1, open - q - 1) + "\"";
+    const std::string delim = t.substr(q + 1, open - q - 1);
+    // Characters C++ forbids in a delimiter: where NVRTC reports the string and reads on is not
+    // worth guessing.
+    if (delim.find_first_of(" )\\\t\v\f\n") != std::string::npos)
+      unclear(line_at(q), "a raw string delimiter holding a blank, ')' or a backslash");
+    const std::string close = ")" + delim + "\"";
     const size_t end = t.find(close, open + 1);
     if (end == std::string::npos) unclear(line_at(q), "an unterminated raw string");
     put(q, end + close.size() - q);

@@ -293,7 +293,8 @@ TEST_CASE("a template that would make NVRTC read a file from disk is refused whe
         "#inc\\\r\nlude \"/tmp/x.h\"\n", "int a;\r#include \"/tmp/x.h\"\n", "/* open",
         "\xEF\xBB\xBF#include \"/tmp/x.h\"\n", "\xC2\xA0#include \"/tmp/x.h\"\n",
         "#/*\n*/include \"/tmp/x.h\"\n",
-        "#define X \xC3\xA9R\"(\" /* )\"\n#include \"/tmp/x.h\"\n// */\n"}) {
+        "#define X \xC3\xA9R\"(\" /* )\"\n#include \"/tmp/x.h\"\n// */\n",
+        "const char* s = R\"a b(x)a b\";\n"}) {
     CAPTURE(bad);
     CHECK_KJIT_ERROR(t.add("app/bad.cuh", bad), kjit::Errc::InvalidArgument);
   }
