@@ -312,16 +312,10 @@ std::string include_problem(const std::string& text,
   }
   for (const kjit::TemplateInclude& inc : incs) {
     const std::string at = " (line " + std::to_string(inc.line) + ")";
-    const bool has = inc.directive.rfind("__has_include", 0) == 0;
-    if (inc.directive != "include" && inc.directive != "__has_include")
-      return (has ? "" : "#") + inc.directive + " is not allowed in a recorded header" + at;
-    const std::string wrapped = "/" + inc.target + "/";
-    if (inc.target.empty() || inc.target.front() == '/' ||
-        wrapped.find("/../") != std::string::npos)
-      return (has ? "__has_include" : "an #include") + at +
-             " that names no recorded header (an absolute path, '..' or a macro)";
+    if (std::string why = kjit::include_disk_problem(inc); !why.empty()) return why + at;
     // <name>: NVRTC's own headers (no include path reaches the disk); "name": a recorded one.
-    if (!inc.angled && !has && !allowed.count(inc.target) && !builtin_text(inc.target))
+    if (inc.directive == "include" && !inc.angled && !allowed.count(inc.target) &&
+        !builtin_text(inc.target))
       return "it includes \"" + inc.target + "\"" + at +
              ", which is not a header of this recording";
   }

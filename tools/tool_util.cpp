@@ -280,6 +280,16 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// JSON text has no NUL; the parser would stop at one and ignore what follows.
+void check_text(const std::string& text, const std::string& name) {
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error(Errc::Io, name + ": a NUL byte at offset " + std::to_string(nul) + ", not text");
+}
+
+}  // namespace
+
 std::string read_text(std::istream& in, const std::string& name) {
   std::string text;
   char buf[1 << 16];
@@ -294,9 +304,7 @@ std::string read_text(std::istream& in, const std::string& name) {
     throw Error(Errc::Io, name + ": cannot read it (" + e.what() + ")");
   }
   if (in.bad()) throw Error(Errc::Io, name + ": cannot read it");
-  // JSON text has no NUL; the parser would stop at one and ignore what follows.
-  if (const size_t nul = text.find('\0'); nul != std::string::npos)
-    throw Error(Errc::Io, name + ": a NUL byte at offset " + std::to_string(nul) + ", not text");
+  check_text(text, name);
   return text;
 }
 
@@ -312,8 +320,8 @@ std::string read_text_file(const std::string& path) {
           cache::detail::read_regular_file(fd.get(), kMaxTextBytes, "a JSON file", &text);
       !why.empty())
     throw Error(Errc::Io, path + ": " + why);
-  std::istringstream in(text);
-  return read_text(in, path);  // the same checks as any other text (NUL bytes)
+  check_text(text, path);
+  return text;
 }
 
 void check_output_path(const std::string& path) {

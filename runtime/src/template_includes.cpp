@@ -233,4 +233,16 @@ std::vector<TemplateInclude> template_includes(const std::string& text, const st
   return Scan(text, name).includes();
 }
 
+std::string include_disk_problem(const TemplateInclude& inc) {
+  const bool has = inc.directive.rfind("__has_include", 0) == 0;
+  const std::string what = (has ? "" : "#") + inc.directive;
+  if (inc.directive != "include" && inc.directive != "__has_include")
+    return what + " is not supported";
+  if (inc.target.empty()) return what + " names no single \"file\" or <file> (a macro, say)";
+  if (inc.target.front() == '/') return what + " names the absolute path '" + inc.target + "'";
+  if (("/" + inc.target + "/").find("/../") != std::string::npos)
+    return what + " names '" + inc.target + "', a path through '..'";
+  return "";
+}
+
 }  // namespace kjit

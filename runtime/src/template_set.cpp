@@ -46,25 +46,6 @@ bool safe_header_name(const std::string& n) {
   return true;
 }
 
-// A directive through which NVRTC could read a file from disk, outside the cache key: refused
-// when the header is added. (A relative name nobody registered stays NVRTC's error: with no
-// include paths and -no-source-include it never looks for one on disk.)
-void refuse_disk_include(const std::string& name, const TemplateInclude& inc) {
-  const bool has = inc.directive.rfind("__has_include", 0) == 0;
-  const std::string what = (has ? "" : "#") + inc.directive;
-  auto no = [&](const std::string& why) {
-    throw Error::invalid("source", "template '" + name + "', line " + std::to_string(inc.line) +
-                                       ": " + what + " " + why +
-                                       ": NVRTC gets only registered headers (TemplateSet::add), "
-                                       "the ones the cache key covers");
-  };
-  if (inc.directive != "include" && inc.directive != "__has_include") no("is not supported");
-  if (inc.target.empty()) no("names no single \"file\" or <file> (a macro, say)");
-  if (inc.target.front() == '/') no("names the absolute path '" + inc.target + "'");
-  const std::string t = "/" + inc.target + "/";
-  if (t.find("/../") != std::string::npos) no("names '" + inc.target + "', a path through '..'");
-}
-
 }  // namespace
 
 const std::vector<std::pair<std::string, std::string>>& TemplateSet::builtins() {
@@ -93,7 +74,15 @@ void TemplateSet::add(const std::string& name, std::string source) {
   if (const size_t nul = source.find('\0'); nul != std::string::npos)
     throw Error::invalid("source", "template '" + name + "' holds a NUL byte at offset " +
                                        std::to_string(nul) + ": a source is text");
-  for (const TemplateInclude& inc : template_includes(source, name)) refuse_disk_include(name, inc);
+  // NVRTC would read such a file from disk, and the key would not cover its text. (A relative
+  // name nobody registered stays NVRTC's error: with no include paths and -no-source-include it
+  // never looks for one on disk.)
+  for (const TemplateInclude& inc : template_includes(source, name))
+    if (std::string why = include_disk_problem(inc); !why.empty())
+      throw Error::invalid("source", "template '" + name + "', line " + std::to_string(inc.line) +
+                                         ": " + why +
+                                         ": NVRTC gets only registered headers (TemplateSet::add), "
+                                         "the ones the cache key covers");
   auto text = std::make_shared<const std::string>(std::move(source));
   std::unique_lock lock(mu_);
   sources_[name] = std::move(text);

@@ -42,6 +42,12 @@ struct TemplateInclude {
 std::vector<TemplateInclude> template_includes(const std::string& text,
                                                const std::string& name = "");
 
+// Why NVRTC could read a file from disk through `inc`, a file the cache key would not cover, or
+// "" when it cannot: #include_next, #import, #embed and __has_include_next are not supported, and
+// an #include or __has_include may not name an absolute path, a path through '..' or a computed
+// name. TemplateSet::add refuses what this names; kjit-precompile's recorded headers too.
+std::string include_disk_problem(const TemplateInclude& inc);
+
 class TemplateSet {
  public:
   TemplateSet();  // starts with the built-in templates
