@@ -239,7 +239,7 @@ void run_random(DType t, int count) {
     failures += r.err.nonfinite || !r.err.allclose || r.sum_mismatches || r.touched;
     forced += cases[i].config.has_value();
   }
-  MESSAGE(count << " random " << kjit::dtype_name(t) << " shapes (" << forced
+  MESSAGE(count << " random " << std::string(kjit::dtype_name(t)) << " shapes (" << forced
                 << " with forced stream/cluster configs), " << failures << " failed");
 }
 
