@@ -351,7 +351,7 @@ int run(int argc, char** argv) {
     if (!older_than.empty() && !(max_age = kjit::tools::parse_duration(older_than))) {
       std::fprintf(stderr,
                    "kjit-cache prune: --older-than '%s' is not a duration (a number with s, m, "
-                   "h, d or w)\n",
+                   "h, d or w, of at most 100 years)\n",
                    printable(older_than).c_str());
       return 2;
     }

@@ -54,7 +54,7 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
   for (const Bad& b : bad) {
     CAPTURE(b.text);
     const auto r = run(b.text);
-    CHECK(r.rc == 1);
+    CHECK(r.rc == 2);
     CHECK_MESSAGE(r.err.find(b.message) != std::string::npos, r.err);
     CHECK(r.err.find("no_driver") == std::string::npos);
   }
@@ -64,7 +64,7 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
         std::string::npos);
   const auto unwritable =
       run_tool("kjit-bench", "--json " + dir.path + "/no/such/dir/x.json", dir.path);
-  CHECK(unwritable.rc == 1);
+  CHECK(unwritable.rc == 2);
   CHECK(unwritable.err.find("its folder is not writable") != std::string::npos);
   // A FIFO (which an open for writing would wait on) or a symlink at the results' name is refused
   // at once, and nothing is created through the link.
@@ -74,7 +74,7 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
   for (const std::string& target : {fifo, link}) {
     const auto r = run_tool("kjit-bench", "--json " + target, dir.path);
     CAPTURE(target);
-    CHECK(r.rc == 1);
+    CHECK(r.rc == 2);
     CHECK(r.err.find("is not a regular file") != std::string::npos);
   }
   CHECK_FALSE(std::filesystem::exists(dir.path + "/elsewhere.json"));
@@ -94,7 +94,7 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
     const std::string& message = bad_problem.second;
     CAPTURE(arg);
     const auto r = run_tool("kjit-bench", "-p " + arg, dir.path);
-    CHECK(r.rc == 1);
+    CHECK(r.rc == 2);
     CHECK_MESSAGE(r.err.find(message) != std::string::npos, r.err);
     CHECK(r.err.find("no_driver") == std::string::npos);
   }

@@ -393,8 +393,16 @@ TEST_CASE("targets, sizes and durations") {
   CHECK(parse_target("sm_90").sm_count == kjit::Target::kDefaultSmCount);
   CHECK(parse_target("sm_90:114").sm_count == 114);  // an H100 PCIe
   CHECK(parse_target("sm_90a:114").cc == 90);
-  for (const char* bad : {"sm_90:", "sm_90:0", "sm_90:x", "sm_90:-4", "sm_90:1234567"})
+  CHECK(parse_target("sm_90:100000").sm_count == 100000);  // --sm-count's limit
+  for (const char* bad :
+       {"sm_90:", "sm_90:0", "sm_90:x", "sm_90:-4", "sm_90:100001", "sm_90:1234567"}) {
     CHECK_KJIT_ERROR(parse_target(bad), kjit::Errc::InvalidArgument);
+    try {
+      parse_target(bad);
+    } catch (const kjit::Error& e) {  // the rule the value breaks, not a rule it keeps
+      CHECK(std::string(e.what()).find("an integer in [1, 100000]") != std::string::npos);
+    }
+  }
   CHECK(parse_target("sm_90a").cc == 90);
   CHECK(parse_target("sm_80").arch == "sm_80");
   CHECK(parse_target("compute_90").cc == 90);

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "cases.hpp"
 #include "jit_bench.hpp"
@@ -37,6 +40,33 @@ std::vector<std::unique_ptr<kjit::op::OpProblem>> parse_problems(
     }
   }
   return out;
+}
+
+struct Inputs {
+  std::vector<std::unique_ptr<kjit::op::OpProblem>> problems;
+  std::vector<kjit_bench::Case> cases;
+};
+
+// What the command line names, checked before the device is touched (so without a GPU too):
+// problems, the shape list, and the results path (creating nothing: an earlier results file
+// survives a failed run, and a path that cannot be written fails before minutes of work). An
+// error here is reported and exits 2, as a bad option does.
+std::optional<Inputs> read_inputs(const std::vector<std::string>& problem_args,
+                                  const std::string& shapes_file, const std::string& json_file) {
+  try {
+    Inputs in;
+    in.problems = parse_problems(problem_args);
+    in.cases = !shapes_file.empty()   ? kjit_bench::load_cases(shapes_file)
+               : problem_args.empty() ? kjit_bench::default_cases()
+                                      : std::vector<kjit_bench::Case>{};
+    if (!json_file.empty()) kjit::tools::check_output_path(json_file);
+    return in;
+  } catch (const kjit::Error& e) {
+    std::fprintf(stderr, "kjit-bench: %s error: %s\n", kjit::errc_name(e.code()), e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kjit-bench: error: %s\n", e.what());
+  }
+  return std::nullopt;
 }
 
 int run(int argc, char** argv) {
@@ -76,15 +106,10 @@ int run(int argc, char** argv) {
       ->check(kjit::tools::not_empty);
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
 
+  const std::optional<Inputs> in = read_inputs(problem_args, shapes_file, json_file);
+  if (!in) return 2;
+  const auto& [problems, cases] = *in;
   try {
-    // The shape list first: a bad one is reported before the device work, and without a GPU too.
-    const auto problems = parse_problems(problem_args);
-    const auto cases = !shapes_file.empty()   ? kjit_bench::load_cases(shapes_file)
-                       : problem_args.empty() ? kjit_bench::default_cases()
-                                              : std::vector<kjit_bench::Case>{};
-    // Checked now, creating nothing (an earlier results file survives a failed run): a path that
-    // cannot be written fails before minutes of work.
-    if (!json_file.empty()) kjit::tools::check_output_path(json_file);
     kjit::Runtime rt;
     kjit::Stream stream(rt);
     nlohmann::json out;
