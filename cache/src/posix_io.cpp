@@ -70,6 +70,18 @@ int read_exact(int fd, char* p, size_t n) {
   return 0;
 }
 
+int read_up_to(int fd, char* p, size_t n, size_t* got) {
+  *got = 0;
+  while (*got < n) {
+    const ssize_t r = ::read(fd, p + *got, n - *got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    if (r == 0) break;
+    *got += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
 std::string read_regular_file(int fd, size_t max_bytes, const char* what, std::string* text,
                               const std::function<std::string(const struct stat&)>& refuse) {
   struct stat st {};
@@ -81,8 +93,20 @@ std::string read_regular_file(int fd, size_t max_bytes, const char* what, std::s
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return "is " + std::to_string(st.st_size) + " bytes, more than " + what + " may be (" +
            std::to_string(max_bytes) + ")";
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  if (int err = read_exact(fd, out.data(), out.size())) return "cannot read it: " + errno_text(err);
+  // One byte past the size stat gives: a file that reads as more or less than that (a pseudo-file,
+  // as /proc's report 0 bytes and /sys's 4096, or a file written meanwhile) is refused rather than
+  // read short (/proc/self/status would come back empty).
+  const auto size = static_cast<size_t>(st.st_size);
+  std::string out(size + 1, '\0');
+  size_t got = 0;
+  if (int err = read_up_to(fd, out.data(), out.size(), &got))
+    return "cannot read it: " + errno_text(err);
+  if (got != size)
+    return "reads as " + (got > size ? "more than" : std::to_string(got) + " bytes, not") +
+           " the " + std::to_string(size) +
+           " bytes its status gives: a pseudo-file (as /proc's and /sys's are) or a file being "
+           "written";
+  out.resize(size);
   *text = std::move(out);
   return "";
 }

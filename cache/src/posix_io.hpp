@@ -41,12 +41,16 @@ int write_all(int fd, std::string_view data);
 // Exactly n bytes; EIO when the file ends first (it shrank since it was sized).
 int read_exact(int fd, char* p, size_t n);
 
+// Up to n bytes, fewer only where the file ends: *got says how many.
+int read_up_to(int fd, char* p, size_t n, size_t* got);
+
 std::string errno_text(int err);
 
 // The whole of the regular file open at `fd`, at most `max_bytes` (`what` names the kind, "a
 // template"), into *text. Returns "" or why not, worded to follow the file's name: "is a
 // directory, not a regular file", "is not a regular file (...)", "is N bytes, more than <what> may
-// be (M)", "cannot stat it: ...", "cannot read it: ...". `refuse(st)` may turn a regular file down
+// be (M)", "cannot stat it: ...", "cannot read it: ...", "reads as ... bytes its status gives"
+// (a pseudo-file or one being written: never read short). `refuse(st)` may turn a regular file down
 // by its status first (a non-empty reason). Open it with O_NONBLOCK: a FIFO then cannot hang the
 // open, and nothing but a regular file (never a device that does not end) is read.
 std::string read_regular_file(int fd, size_t max_bytes, const char* what, std::string* text,

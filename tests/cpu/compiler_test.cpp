@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -49,8 +50,10 @@ TEST_CASE("built-in templates are embedded and their include closure is found") 
 }
 
 // A header is text read from a regular file: a NUL byte, a FIFO (whose open would wait for a
-// writer), a device that never ends and an oversized file are refused, each naming the path.
-TEST_CASE("templates: a NUL byte, a FIFO, a device and an oversized file are refused") {
+// writer), a device that never ends, a pseudo-file and an oversized file are refused, each naming
+// the path.
+TEST_CASE(
+    "templates: a NUL byte, a FIFO, a device, a pseudo-file and an oversized file are refused") {
   kjit::TemplateSet t;
   CHECK_THROWS_WITH_AS(t.add("app/nul.cuh", std::string("int a;\0 int b;", 15)),
                        doctest::Contains("NUL byte at offset 6"), kjit::Error);
@@ -72,6 +75,16 @@ TEST_CASE("templates: a NUL byte, a FIFO, a device and an oversized file are ref
                        kjit::Error);
   CHECK_THROWS_WITH_AS(t.add_file("app/none.cuh", dir.path + "/none.cuh"),
                        doctest::Contains("cannot open it: No such file or directory"), kjit::Error);
+  // A pseudo-file: regular by its status, of size 0, but it reads as text (never read as empty).
+  if (::access("/proc/self/status", R_OK) == 0)
+    CHECK_THROWS_WITH_AS(t.add_file("app/proc.cuh", "/proc/self/status"),
+                         doctest::Contains("reads as more than the 0 bytes its status gives"),
+                         kjit::Error);
+  CHECK_FALSE(t.has("app/proc.cuh"));
+  const std::string empty = dir.path + "/empty.cuh";
+  { std::ofstream f(empty); }
+  t.add_file("app/empty.cuh", empty);  // an empty regular file is read, as empty text
+  CHECK(t.has("app/empty.cuh"));
   const std::string ok = dir.path + "/ok.cuh";
   {
     std::ofstream f(ok);
