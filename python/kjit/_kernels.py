@@ -2,7 +2,10 @@
 values, compiled with NVRTC (or found in kjit's disk cache) and launched on tensors and scalars.
 
     k = kjit.kernel(SRC, "scale", types=["float32"], values=[3])
+    k = kjit.kernel(pathlib.Path("kernels/scale.cuh"), "scale", ...)   # or "kernels/scale.cuh"
     k(grid, block, x, y, n, stream=None)
+
+source: a path or the text, told apart by its type and spelling alone (_is_path).
 
 Arguments: a tensor (any DLPack object in CUDA memory) is passed as its device pointer; a Python
 int as a C int (32-bit), a float as a float, a bool as a bool; a numpy scalar (numpy.int64(n),
@@ -12,18 +15,46 @@ against the kernel's parameters before launching.
 
 import ctypes
 import hashlib
+import operator
 import os
 import sys
 
 from . import _kjit as _native
 from ._errors import InvalidArgumentError
-from ._tensors import is_torch, plain, stream_for
+from ._tensors import is_bool, is_torch, plain, stream_for
+
+
+# A str of one line ending in one of these names a file (see _is_path).
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".c", ".cc", ".cpp", ".cxx", ".inl")
+
+
+def _is_path(source):
+    """Whether `source` names a file: an os.PathLike (pathlib.Path) always does; a str does when
+    it is one line ending in a C++ or CUDA source suffix (.cu, .cuh, .h, .hpp, .cpp, ...; any
+    case), as source text does not (it ends in '}' or ';'). Whether the file exists never
+    decides: a missing one is an IoError naming it, not its name compiled by NVRTC."""
+    if isinstance(source, os.PathLike):
+        return True
+    return (isinstance(source, str) and "\n" not in source and "\r" not in source
+            and source.lower().endswith(_SOURCE_SUFFIXES))
+
+
+def _refuse_path_as_text(source):
+    # A str without a source suffix is text; one naming an existing file (kernel.txt) was meant as
+    # a path: refused, rather than NVRTC's errors about its name.
+    if len(source) <= 4096 and "\n" not in source and "\0" not in source \
+            and os.path.exists(source):
+        raise InvalidArgumentError(
+            "kjit.kernel: source %r names a file but has no source suffix (%s), so it is read as "
+            "CUDA C++ text: pass pathlib.Path(%r) to read the file"
+            % (source, ", ".join(_SOURCE_SUFFIXES), source), field="source")
 
 
 def _read_file(path):
-    """A source file's text, read as kjit reads a template header (kjit::read_template_file: a
-    regular file, never a FIFO or a device, of at most 16 MiB; IoError names the path and the
-    OS's reason), then decoded as UTF-8."""
+    """A source file's text: a regular file whose length is its stat size (a FIFO, a device, a
+    folder or a pseudo-file such as /proc's is refused, never waited on or read short) of at most
+    16 MiB, read by the native module (IoError names the path and the OS's reason), then decoded
+    as UTF-8."""
     data = _native.read_source_file(os.fsencode(path))
     path = os.fsdecode(path)
     try:
@@ -34,11 +65,12 @@ def _read_file(path):
 
 
 def _read_source(source):
-    """Source text, or the text of the file it names (a path: os.PathLike, or one line naming an
-    existing file). A NUL byte is refused: NVRTC would compile only the text before it."""
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
-                                           and "\0" not in source and os.path.isfile(source)):
+    """Source text, or the text of the file it names (_is_path). A NUL byte is refused: NVRTC
+    would compile only the text before it."""
+    if _is_path(source):
         source = _read_file(source)
+    elif isinstance(source, str):
+        _refuse_path_as_text(source)
     if not isinstance(source, str):
         raise InvalidArgumentError("kjit.kernel: source must be CUDA C++ text or a path, not %s"
                                    % type(source).__name__, field="source")
@@ -140,9 +172,31 @@ def _device_index(device):
                                "not %r" % (device,), field="device")
 
 
+def _shared_bytes(shared):
+    """shared= as a byte count: an int (numpy's too) in 0 .. 2^32-1. A bool is a mistake, not 0
+    or 1 byte."""
+    if type(shared) is int:
+        n = shared
+    elif is_bool(shared):
+        raise InvalidArgumentError("kjit.kernel: shared = %s is a bool; it must be an int (bytes "
+                                   "of dynamic shared memory)" % bool(shared), field="shared")
+    else:
+        try:
+            n = operator.index(shared)
+        except TypeError:
+            raise InvalidArgumentError("kjit.kernel: shared must be an int (bytes of dynamic "
+                                       "shared memory), not %s (%r)"
+                                       % (type(shared).__name__, shared), field="shared") from None
+    if not 0 <= n < 2**32:
+        raise InvalidArgumentError("kjit.kernel: shared = %d bytes is out of range (0 .. 2^32-1)"
+                                   % n, field="shared")
+    return n
+
+
 class Kernel:
     """A specialized, loaded kernel on one device. Call it as k(grid, block, *args, shared=0,
-    stream=None): grid and block are ints or tuples of up to 3 ints."""
+    stream=None): grid and block are ints or tuples of up to 3 ints, shared the bytes of dynamic
+    shared memory."""
 
     def __init__(self, source, name, types=(), values=(), *, device=None):
         text = _read_source(source)
@@ -156,7 +210,7 @@ class Kernel:
                 if is_torch(a):
                     stream = stream_for(a, None)
                     break
-        self._k.launch(grid, block, [_arg(a) for a in args], shared,
+        self._k.launch(grid, block, [_arg(a) for a in args], _shared_bytes(shared),
                        0 if stream is None else stream_for(None, stream))
 
     @property
@@ -177,15 +231,24 @@ class Kernel:
 
 def kernel(source, name, types=(), values=(), *, device=None):
     """Specialize, compile (or load from the disk cache) and load a __global__ function template
-    `name` of `source` (CUDA C++ text or a path) with template arguments types (dtype names such
-    as "float32"/"float16"/"bfloat16", torch or numpy dtypes, or any C++ type name) followed by
-    values (ints, bools). Raises CompileError with NVRTC's log when it does not compile."""
+    `name` of `source` with template arguments types (dtype names such as
+    "float32"/"float16"/"bfloat16", torch or numpy dtypes, or any C++ type name) followed by
+    values (ints, bools). Raises CompileError with NVRTC's log when it does not compile.
+
+    source is a path or CUDA C++ text, by its type and spelling alone: a pathlib.Path (any
+    os.PathLike) is a path; a str is a path when it is one line ending in a C++/CUDA source
+    suffix (.cu, .cuh, .h, .hh, .hpp, .hxx, .c, .cc, .cpp, .cxx, .inl; any case), and text
+    otherwise. A path must name a regular file whose length is its stat size (not a FIFO, device,
+    folder or /proc pseudo-file), of at most 16 MiB of UTF-8: else an IoError naming the path and
+    the reason. A one-line str that names an existing file without such a suffix is refused
+    (InvalidArgumentError): pass pathlib.Path(...) for it."""
     return Kernel(source, name, types, values, device=device)
 
 
 def compile(source, name, types=(), values=(), *, arch="sm_90"):
     """Compile without a GPU (NVRTC and the disk cache only): returns a dict with the
-    instantiation, lowered_name, arch, binary (cubin bytes), log, compile_ms and from_disk."""
+    instantiation, lowered_name, arch, binary (cubin bytes), log, compile_ms and from_disk.
+    source: text or a path, by kjit.kernel's rule."""
     text = _read_source(source)
     return _native.compile(_header_name(text), text, _require_str(name, "name"),
                            [_type_name(t) for t in _names(types, "types")], _values(values),

@@ -9,13 +9,15 @@ parsed once and cached. Inside torch.compile the calls become kjit's torch custo
 (kjit.torch), so a compiled graph calls them without a graph break.
 """
 
+import numbers
 import operator
 import sys
 
 from . import _kjit as _native
 from . import _tensors
 from ._errors import InvalidArgumentError
-from ._tensors import dl, empty_f32, empty_like, is_torch, plain, stream_for, stream_handle
+from ._tensors import (dl, empty_f32, empty_like, is_bool, is_torch, plain, stream_for,
+                       stream_handle)
 
 # Set by kjit.torch when it registers the custom ops: torch.compiler.is_compiling and
 # torch.ops.kjit. While dynamo traces, the public functions call the custom ops instead.
@@ -85,6 +87,24 @@ def _check_scalars(op, ints, floats):
                                        field=name) from None
 
 
+def _no_bools(op, ints=(), floats=()):
+    """A bool is an int to Python (and numpy's converts to one): the native module would read
+    num_groups=True as one group and eps=True as 1.0. A bool there is a mistake, refused by name.
+    Callers test `type(v) is not int` (float) first, so the hot path pays one type test."""
+    for kind, pairs in (("an int", ints), ("a float", floats)):
+        for name, v in pairs:
+            if is_bool(v):
+                raise InvalidArgumentError("%s: %s = %s is a bool; it must be %s"
+                                           % (op, name, bool(v), kind), field=name)
+
+
+def _refuse_sum_out(op):
+    # The C ABI refuses it too: without a residual nothing would write sum_out.
+    raise InvalidArgumentError(
+        "%s: sum_out is given without residual: sum_out receives x + residual, so it needs a "
+        "residual (pass residual=, or leave sum_out=None)" % op, field="sum_out")
+
+
 def _checked(op, ints, floats, fn, *args):
     """fn(*args) (a native call), its TypeError for a scalar argument rewritten to name it."""
     try:
@@ -102,7 +122,7 @@ def _explain(check):
     try:
         check()
     except InvalidArgumentError as bad:
-        if bad.field not in ("out", "sum"):
+        if bad.field not in ("out", "sum_out"):
             raise
     except TypeError:
         pass
@@ -125,6 +145,8 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu
     contiguous (NCHW) or channels_last (NHWC), float32/float16/bfloat16 (statistics in fp32);
     weight and bias [C] of x's dtype or float32, or None. activation: "silu" (default), "none",
     "gelu", "gelu_tanh", "relu". Returns out (allocated like x unless given)."""
+    if type(num_groups) is not int or type(eps) is not float:
+        _no_bools("kjit.group_norm", (("num_groups", num_groups),), (("eps", eps),))
     if _compiling is not None and _compiling():
         return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation))
     return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream)
@@ -176,10 +198,14 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
 
 def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *,
                         out=None, stream=None):
-    x, weight, bias = plain(x), plain(weight), plain(bias)
-    return _checked("kjit.prepare(group_norm)", (("num_groups", num_groups),), (("eps", eps),),
-                    _native.prepare_group_norm, x, weight, bias, num_groups, eps,
-                    _activation(activation), _autotune(), stream_for(x, stream))
+    # Every argument the call takes is checked as the call checks it (out= too), all before
+    # the device's runtime is made.
+    ints, floats = (("num_groups", num_groups),), (("eps", eps),)
+    _no_bools("kjit.prepare(group_norm)", ints, floats)
+    x, out, weight, bias = plain(x), plain(out), plain(weight), plain(bias)
+    return _checked("kjit.prepare(group_norm)", ints, floats, _native.prepare_group_norm, x, out,
+                    weight, bias, num_groups, eps, _activation(activation), _autotune(),
+                    stream_for(x, stream))
 
 
 # --- Linear -> GroupNorm -> min -> + bias --------------------------------------------------------
@@ -194,6 +220,8 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
     default for a weight tensor), "tf32", "bf16-inputs" or "fp32x3" (split precision,
     docs/OPS.md); a packed weight's own by default, and any other is refused. Inside
     torch.compile, a call with a packed weight runs outside the compiled graph."""
+    if type(num_groups) is not int or type(eps) is not float:
+        _no_bools("kjit.linear_gn_min", (("num_groups", num_groups),), (("eps", eps),))
     if isinstance(weight, _native.LinearGnMinWeights):
         return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps,
                               precision, out, stream)
@@ -280,31 +308,46 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
 
 def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
                            precision=None, *, out=None, stream=None):
-    x, weight, linear_bias, gamma, beta, bias = (plain(t) for t in (x, weight, linear_bias,
-                                                                     gamma, beta, bias))
+    ints, floats = (("num_groups", num_groups),), (("eps", eps),)
+    _no_bools("kjit.prepare(linear_gn_min)", ints, floats)
+    x, weight, linear_bias, gamma, beta, bias, out = (
+        plain(t) for t in (x, weight, linear_bias, gamma, beta, bias, out))
     if precision is None:
         packed = isinstance(weight, _native.LinearGnMinWeights)
         prec = weight._precision_code if packed else _precision("fp32")
     else:
         prec = _precision(precision)
-    return _checked("kjit.prepare(linear_gn_min)", (("num_groups", num_groups),), (("eps", eps),),
-                    _native.prepare_linear_gn_min, x, weight, linear_bias, gamma, beta, bias,
-                    num_groups, eps, prec, _autotune(), stream_for(x, stream))
+    return _checked("kjit.prepare(linear_gn_min)", ints, floats, _native.prepare_linear_gn_min, x,
+                    weight, linear_bias, gamma, beta, bias, out, num_groups, eps, prec,
+                    _autotune(), stream_for(x, stream))
 
 
 # --- LayerNorm and RMSNorm -----------------------------------------------------------------------
+
+def _all_ints(dims):
+    # True == 1 and 8.0 == 8: a bool or a float would pass the comparison with x's width. A loop
+    # (not any() of a generator) and type tests only: torch.compile traces this.
+    for d in dims:
+        if type(d) is not int and (is_bool(d) or (isinstance(d, numbers.Number)
+                                                  and not isinstance(d, numbers.Integral))):
+            return False
+    return True
+
 
 def _check_normalized_shape(op, x, normalized_shape):
     # Plain attribute and tuple work only: torch.compile traces this (x.shape is a torch.Size).
     if normalized_shape is None:
         return
-    if isinstance(normalized_shape, int):
-        ns = (normalized_shape,)
-    elif isinstance(normalized_shape, (tuple, list)) or hasattr(normalized_shape, "__len__"):
+    if isinstance(normalized_shape, numbers.Integral) and not is_bool(normalized_shape):
+        ns = (normalized_shape,)  # an int, numpy's too
+    elif isinstance(normalized_shape, (tuple, list)) or (hasattr(normalized_shape, "__len__")
+                                                         and not isinstance(normalized_shape, str)):
         ns = tuple(normalized_shape)  # a tuple, list or torch.Size
     else:
-        raise InvalidArgumentError("%s: normalized_shape must be an int, a tuple or None, not %r"
-                                   % (op, normalized_shape), field="normalized_shape")
+        ns = None
+    if ns is None or not _all_ints(ns):
+        raise InvalidArgumentError("%s: normalized_shape must be an int, a tuple of ints or None, "
+                                   "not %r" % (op, normalized_shape), field="normalized_shape")
     shape = getattr(x, "shape", None)
     if shape is None or len(shape) == 0:
         return  # x itself is wrong: the call names it
@@ -343,8 +386,13 @@ def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream
 def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *, residual=None,
                activation="none", out=None, sum_out=None, stream=None):
     """act(F.layer_norm(s, [width], weight, bias, eps)) over x's last dimension, with
-    s = x + residual when residual is given (then returns (y, s)); x contiguous, any rank >= 1."""
+    s = x + residual when residual is given (then returns (y, s)); x contiguous, any rank >= 1.
+    sum_out= (where s goes) needs residual=."""
     _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
+    if sum_out is not None and residual is None:
+        _refuse_sum_out("kjit.layer_norm")
+    if type(eps) is not float:
+        _no_bools("kjit.layer_norm", (), (("eps", eps),))
     if _compiling is not None and _compiling():
         if residual is None:
             return _into(out, _torch_ops.layer_norm(x, weight, bias, eps, activation))
@@ -363,8 +411,13 @@ def _rms_eps(x, eps):
 def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
              activation="none", out=None, sum_out=None, stream=None):
     """act(F.rms_norm(s, [width], weight, eps)) over x's last dimension (eps=None: the dtype's
-    machine epsilon, as PyTorch), with s = x + residual when given (then returns (y, s))."""
+    machine epsilon, as PyTorch), with s = x + residual when given (then returns (y, s)).
+    sum_out= (where s goes) needs residual=."""
     _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
+    if sum_out is not None and residual is None:
+        _refuse_sum_out("kjit.rms_norm")
+    if type(eps) is not float and eps is not None:
+        _no_bools("kjit.rms_norm", (), (("eps", eps),))
     eps = _rms_eps(x, eps)
     if _compiling is not None and _compiling():
         if residual is None:
@@ -374,21 +427,34 @@ def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
     return _norm(1, x, weight, None, eps, residual, activation, out, sum_out, stream)
 
 
+def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, activation, out,
+                  sum_out, stream):
+    # As the call checks them, all before the runtime: out=, sum_out= and stream= too (a norm
+    # needs no workspace, so the stream is only checked).
+    _check_normalized_shape(op, x, normalized_shape)
+    if sum_out is not None and residual is None:
+        _refuse_sum_out(op)
+    _no_bools(op, (), (("eps", eps),))
+    if stream is not None:
+        stream_handle(stream)
+    x, residual, out, sum_out, weight, bias = (
+        plain(t) for t in (x, residual, out, sum_out, weight, bias))
+    eps = _rms_eps(x, eps) if kind == 1 else eps
+    return _checked(op.replace("kjit.", "kjit.prepare(") + ")", (), (("eps", eps),),
+                    _native.prepare_layer_norm, kind, x, residual, out, sum_out, weight, bias, eps,
+                    _activation(activation), _autotune())
+
+
 def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *,
                         residual=None, activation="none", out=None, sum_out=None, stream=None):
-    _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
-    x, residual, weight, bias = plain(x), plain(residual), plain(weight), plain(bias)
-    return _checked("kjit.prepare(layer_norm)", (), (("eps", eps),), _native.prepare_layer_norm,
-                    0, x, residual, weight, bias, eps, _activation(activation), _autotune())
+    return _prepare_norm(0, "kjit.layer_norm", x, normalized_shape, weight, bias, eps, residual,
+                         activation, out, sum_out, stream)
 
 
 def _prepare_rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
                       activation="none", out=None, sum_out=None, stream=None):
-    _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
-    x, residual, weight = plain(x), plain(residual), plain(weight)
-    eps = _rms_eps(x, eps)
-    return _checked("kjit.prepare(rms_norm)", (), (("eps", eps),), _native.prepare_layer_norm, 1,
-                    x, residual, weight, None, eps, _activation(activation), _autotune())
+    return _prepare_norm(1, "kjit.rms_norm", x, normalized_shape, weight, None, eps, residual,
+                         activation, out, sum_out, stream)
 
 
 # --- prepare -----------------------------------------------------------------------------------

@@ -46,6 +46,12 @@ def is_torch(x):
     return isinstance(x, t)
 
 
+def is_bool(v):
+    """A Python or numpy bool: ints to Python (numpy's convert), refused where a count is meant."""
+    t = type(v)
+    return t is bool or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"))
+
+
 def dl(t):
     """A torch tensor as its DLPack capsule (the native module imports capsules and any DLPack
     object alike); anything else as it is. A tensor that requires grad (an nn.Parameter) is

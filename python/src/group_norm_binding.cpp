@@ -112,9 +112,10 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
 
 // Compiles and loads what a call like this launches, and gives `stream` the workspace its plan
 // needs, so that a call captured into a CUDA graph on that stream compiles and allocates nothing.
-std::string prepare(nb::handle x, nb::handle weight, nb::handle bias, int64_t groups, double eps,
-                    int activation, bool autotune, uintptr_t stream) {
-  const GnCall c = read_call(x, nb::none(), weight, bias, groups, activation);
+// `out` (or None) is checked as the call checks it, before the runtime is made.
+std::string prepare(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias,
+                    int64_t groups, double eps, int activation, bool autotune, uintptr_t stream) {
+  const GnCall c = read_call(x, out, weight, bias, groups, activation);
   const ops::GroupNormOptions o = options(kOp, eps, autotune);
   ops::validate_call(c.p, c.x.data, c.x.data, c.weight.data, c.bias.data, o.eps);
   Runtime& rt = runtime_for(c.x.device_id);
@@ -130,9 +131,9 @@ void bind_group_norm(nb::module_& m) {
   m.def("group_norm", &group_norm, nb::arg("x").none(), nb::arg("out").none(),
         nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"),
         nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"));
-  m.def("prepare_group_norm", &prepare, nb::arg("x").none(), nb::arg("weight").none(),
-        nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("activation"),
-        nb::arg("autotune"), nb::arg("stream"));
+  m.def("prepare_group_norm", &prepare, nb::arg("x").none(), nb::arg("out").none(),
+        nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"),
+        nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"));
   m.def("parse_activation",
         [](const std::string& name) { return static_cast<int>(parse_activation(name)); });
 }

@@ -54,6 +54,17 @@ void register_source(TemplateSet& ts, const std::string& header, const std::stri
   if (!ts.has(header)) ts.add(header, source);
 }
 
+// TemplateSet::add's rule for a source's includes (add checks it again), for kjit.kernel before
+// it makes the device's runtime: a source add would refuse is an InvalidArgument on a machine
+// without a driver too, not a NoDriver.
+void check_includes(const std::string& header, const std::string& source) {
+  for (const TemplateInclude& inc : template_includes(source, header))
+    if (std::string why = include_disk_problem(inc); !why.empty())
+      bad_arg(kOp, "source",
+              "line " + std::to_string(inc.line) + ": " + why +
+                  ": NVRTC gets only registered headers, the ones the cache key covers");
+}
+
 Dim3 dim3_of(nb::handle h, const char* name) {
   Dim3 d;
   unsigned* f[3] = {&d.x, &d.y, &d.z};
@@ -134,11 +145,15 @@ void append_arg(ArgPack& p, nb::handle a, int device) {
 
 class PyKernel {
  public:
+  // Every rule a CPU can check (the template arguments, the source's includes) before the
+  // device's runtime is made: a bad argument is named on a machine without a driver too.
   PyKernel(int device, const std::string& header, const std::string& source,
            const std::string& function, const std::vector<std::string>& types,
            const nb::list& values)
-      : device_(device), rt_(&runtime_for(device)) {
+      : device_(device) {
     const Spec spec = make_spec(header, function, types, values);
+    check_includes(header, source);
+    rt_ = &runtime_for(device);
     register_source(rt_->templates(), header, source);
     nb::gil_scoped_release release;  // NVRTC may take a while
     k_ = rt_->kernel(spec);
@@ -163,7 +178,7 @@ class PyKernel {
 
  private:
   int device_;
-  Runtime* rt_;
+  Runtime* rt_ = nullptr;
   Kernel k_;
 };
 
@@ -205,7 +220,8 @@ void bind_kernels(nb::module_& m) {
       .def_prop_ro("device", &PyKernel::device);
   m.def("compile", &compile, nb::arg("header"), nb::arg("source"), nb::arg("function"),
         nb::arg("types"), nb::arg("values"), nb::arg("arch"));
-  // A source file's bytes, read as TemplateSet::add_file reads a header (kjit::read_template_file).
+  // A source file's bytes, read as TemplateSet::add_file reads a header (kjit::read_template_file:
+  // a regular file only, never read short).
   m.def(
       "read_source_file",
       [](const nb::bytes& path) {  // os.fsencode(path): any name the OS allows

@@ -59,7 +59,12 @@ LnCall read_call(int kind, nb::handle x, nb::handle residual, nb::handle out, nb
   c.p.residual = !residual.is_none();
   if (c.p.residual) c.residual = like_x(c, "residual", residual, false);
   if (!out.is_none()) c.out = like_x(c, "out", out, true);
-  if (!sum.is_none()) c.sum = like_x(c, "sum", sum, true);
+  // sum receives x + residual; without a residual nothing would write it (the C ABI refuses it).
+  // Named as the Python argument it comes from (sum_out=).
+  if (!sum.is_none() && !c.p.residual)
+    bad_arg(c.op, "sum_out",
+            "is given without a residual: it receives x + residual, so it needs one");
+  if (!sum.is_none()) c.sum = like_x(c, "sum_out", sum, true);
   c.p.has_weight = !weight.is_none();
   c.p.has_bias = !bias.is_none();
   c.p.param_dtype = c.p.dtype;
@@ -95,7 +100,7 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
   const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
   if (out.is_none()) bad_arg(c.op, "out", "is required here (the Python function allocates it)");
   if (c.p.residual && sum.is_none())
-    bad_arg(c.op, "sum", "is required with a residual (the Python function allocates it)");
+    bad_arg(c.op, "sum_out", "is required with a residual (the Python function allocates it)");
   const ops::LayerNormOptions o = options(c.op, eps, autotune);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
   if (c.x.numel() == 0) return;
@@ -105,9 +110,10 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
                   c.bias.data, o, as_stream(stream));
 }
 
-std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle weight, nb::handle bias,
-                    double eps, int activation, bool autotune) {
-  const LnCall c = read_call(kind, x, residual, nb::none(), nb::none(), weight, bias, activation);
+// `out` and `sum` (or None) are checked as the call checks them, before the runtime is made.
+std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
+                    nb::handle weight, nb::handle bias, double eps, int activation, bool autotune) {
+  const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
   const ops::LayerNormOptions o = options(c.op, eps, autotune);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;
@@ -122,8 +128,9 @@ void bind_layer_norm(nb::module_& m) {
         nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"), nb::arg("autotune"),
         nb::arg("stream"));
   m.def("prepare_layer_norm", &prepare, nb::arg("kind"), nb::arg("x").none(),
-        nb::arg("residual").none(), nb::arg("weight").none(), nb::arg("bias").none(),
-        nb::arg("eps"), nb::arg("activation"), nb::arg("autotune"));
+        nb::arg("residual").none(), nb::arg("out").none(), nb::arg("sum").none(),
+        nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"),
+        nb::arg("autotune"));
 }
 
 }  // namespace kjit::py

@@ -180,15 +180,16 @@ std::unique_ptr<Pack> prepack(nb::handle weight, int precision, uintptr_t stream
 }
 
 // Builds the plan (kernel, cuBLASLt algorithm) and gives `stream` kjit's workspace for it
-// (`weight` a tensor or a pack).
+// (`weight` a tensor or a pack). `out` (or None) is checked as the call checks it, before the
+// runtime is made.
 std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
-                    nb::handle beta, nb::handle bias, int64_t groups, double eps, int precision,
-                    bool autotune, uintptr_t stream) {
+                    nb::handle beta, nb::handle bias, nb::handle out, int64_t groups, double eps,
+                    int precision, bool autotune, uintptr_t stream) {
   const Pack* held = nullptr;
   if (!nb::try_cast(weight, held)) held = nullptr;
   const ops::LinearGnMinWeights* pack = held ? &held->w : nullptr;
-  const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, nb::none(), nb::none(),
-                              groups, precision, pack);
+  const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, out, nb::none(), groups,
+                              precision, pack);
   const ops::LinearGnMinOptions o = options(kOp, eps, autotune);
   Runtime& rt = runtime_for(c.x.device_id);
   if (pack) ops::validate_pack(c.p, *pack, rt.context());
@@ -228,8 +229,8 @@ void bind_linear_gn_min(nb::module_& m) {
         nb::arg("stream"));
   m.def("prepare_linear_gn_min", &prepare, nb::arg("x").none(), nb::arg("weight").none(),
         nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
-        nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"), nb::arg("precision"),
-        nb::arg("autotune"), nb::arg("stream"));
+        nb::arg("bias").none(), nb::arg("out").none(), nb::arg("groups"), nb::arg("eps"),
+        nb::arg("precision"), nb::arg("autotune"), nb::arg("stream"));
   m.def(
       "linear_gn_min_workspace_size",
       [](int64_t M, int64_t K, int64_t N, int64_t G, int precision, bool packed) {

@@ -2,6 +2,8 @@
 DLPack tensors; no GPU or driver needed (every rule below is checked before the device)."""
 
 import ctypes
+import os
+import pathlib
 import re
 import sys
 
@@ -586,3 +588,168 @@ def test_shapes_strides_and_scalars_that_lie_are_named():
     # An empty array is contiguous (numpy exports it with zero strides): refused for its device.
     with pytest.raises(kjit.InvalidArgumentError, match="is on cpu"):
         kjit.layer_norm(np.zeros((0, 8), np.float32))
+
+
+# --- Input handling: every rule before the runtime, sum_out, paths, pseudo-files, bools -------
+
+def _no_driver_yet(fn):
+    """fn() with arguments that pass every rule: on a machine without a GPU it gets as far as
+    making the runtime (so the refusals around it are the rules', not the missing driver's)."""
+    if kjit.gpu_available():
+        return
+    with pytest.raises((kjit.NoDriverError, kjit.NoDeviceError)):
+        fn()
+
+
+def test_prepare_checks_every_argument_the_op_checks_before_the_runtime():
+    # Tensors that claim CUDA memory (capsules): only the runtime is left to make, so a
+    # NoDriverError here would mean that a rule was skipped or checked after it.
+    cc = cuda_capsule
+    with pytest.raises(kjit.InvalidArgumentError, match="out has shape") as e:
+        kjit.prepare(kjit.group_norm, cc(2, 8, 4), 4, out=cc(2, 8, 5))
+    assert e.value.field == "out"
+    with pytest.raises(kjit.InvalidArgumentError, match="out has shape"):
+        kjit.prepare("layer_norm", cc(4, 8), out=cc(4, 9))
+    with pytest.raises(kjit.InvalidArgumentError, match="out has dtype"):
+        kjit.prepare("rms_norm", cc(4, 8), out=np.zeros((4, 8), np.float16))
+    with pytest.raises(kjit.InvalidArgumentError, match="sum_out has shape") as e:
+        kjit.prepare("rms_norm", cc(4, 8), residual=cc(4, 8), sum_out=cc(4, 9))
+    assert e.value.field == "sum_out"
+    for op in ("layer_norm", "rms_norm"):
+        with pytest.raises(kjit.InvalidArgumentError, match="no stream handle"):
+            kjit.prepare(op, cc(4, 8), stream=-1)
+    with pytest.raises(kjit.InvalidArgumentError, match=r"out has shape \[16, 64\]"):
+        kjit.prepare(kjit.linear_gn_min, cc(16, 32), cc(64, 32), cc(64), cc(64), cc(64), cc(64),
+                     8, out=cc(16, 64))
+    # The calls themselves, each with one bad argument.
+    with pytest.raises(kjit.InvalidArgumentError, match="eps = -1 must be finite"):
+        kjit.group_norm(cc(2, 8, 4), 4, eps=-1.0, out=cc(2, 8, 4))
+    with pytest.raises(kjit.InvalidArgumentError, match="'bogus' is not one of"):
+        kjit.layer_norm(cc(4, 8), activation="bogus", out=cc(4, 8))
+    _no_driver_yet(lambda: kjit.prepare("layer_norm", cc(4, 8), out=cc(4, 8), stream=0))
+    _no_driver_yet(lambda: kjit.prepare(kjit.group_norm, cc(2, 8, 4), 4, out=cc(2, 8, 4)))
+
+
+def test_kernel_checks_its_template_arguments_and_source_before_the_runtime():
+    with pytest.raises(kjit.InvalidArgumentError, match="values must fit a 64-bit int"):
+        kjit.kernel(GOOD, "scale", types=["float32"], values=[2**70])
+    with pytest.raises(kjit.InvalidArgumentError, match="absolute") as e:
+        kjit.kernel('#include "/etc/hostname"\n' + GOOD, "scale", types=["float32"], values=[3])
+    assert e.value.field == "source"
+    with pytest.raises(kjit.InvalidArgumentError, match="values must be ints or bools"):
+        kjit.kernel(GOOD, "scale", types=["float32"], values=[2.5])
+
+
+def test_sum_out_needs_a_residual():
+    # sum_out receives x + residual: without a residual it would be left unwritten.
+    cc = cuda_capsule
+    for fn in (kjit.layer_norm, kjit.rms_norm):
+        with pytest.raises(kjit.InvalidArgumentError, match="sum_out .*needs a residual") as e:
+            fn(cc(4, 8), out=cc(4, 8), sum_out=cc(4, 8))
+        assert e.value.field == "sum_out" and e.value.code == "invalid_argument"
+        with pytest.raises(kjit.InvalidArgumentError, match="sum_out .*needs a residual"):
+            fn(f32(4, 8), sum_out=f32(4, 8))  # before the device, as every rule
+        with pytest.raises(kjit.InvalidArgumentError, match="sum_out .*needs a residual"):
+            kjit.prepare(fn, cc(4, 8), sum_out=cc(4, 8))
+    # The native call refuses it too (as the C ABI does).
+    with pytest.raises(kjit.InvalidArgumentError, match="sum_out is given without a residual") as e:
+        kjit._native.layer_norm(0, cc(4, 8), None, cc(4, 8), cc(4, 8), None, None, 1e-5, 0, False,
+                                0)
+    assert e.value.field == "sum_out"
+
+
+def test_sum_out_needs_a_residual_inside_torch_compile(monkeypatch):
+    from kjit import _ops
+    monkeypatch.setattr(_ops, "_compiling", lambda: True)
+    monkeypatch.setattr(_ops, "_torch_ops", None)  # never reached
+    with pytest.raises(kjit.InvalidArgumentError, match="sum_out .*needs a residual"):
+        kjit.layer_norm(f32(4, 8), out=f32(4, 8), sum_out=f32(4, 8))
+
+
+def test_source_str_or_path_rule(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # A str of one line ending in a source suffix is a path, whether or not the file exists:
+    # a missing one is an IoError naming it, not NVRTC compiling its name.
+    for missing in ("kernels/scale.cu", str(tmp_path / "none.cuh"), "Missing.CU"):
+        with pytest.raises(kjit.IoError, match="No such file or directory") as e:
+            kjit.compile(missing, "scale", types=["float32"], values=[2])
+        assert missing in str(e.value) and e.value.code == "io"
+    (tmp_path / "scale.cu").write_text(GOOD)
+    r = kjit.compile("scale.cu", "scale", types=["float32"], values=[2])
+    assert r["instantiation"] == "scale<float, 2>"
+    # A Path (any os.PathLike) is always a path, whatever its name.
+    (tmp_path / "scale.txt").write_text(GOOD)
+    r = kjit.compile(pathlib.Path("scale.txt"), "scale", types=["float32"], values=[2])
+    assert r["instantiation"] == "scale<float, 2>"
+    with pytest.raises(kjit.IoError, match="No such file"):
+        kjit.compile(pathlib.Path("scale.text"), "scale")
+    # Any other str is source text; one naming an existing file is refused, not compiled.
+    with pytest.raises(kjit.InvalidArgumentError, match="pathlib.Path") as e:
+        kjit.compile("scale.txt", "scale", types=["float32"], values=[2])
+    assert e.value.field == "source"
+    r = kjit.compile('extern "C" __global__ void k() {}', "k")  # one line of text
+    assert r["instantiation"] == "k"
+    with pytest.raises(kjit.InvalidArgumentError, match="source must be CUDA C.. text or a path"):
+        kjit.compile(GOOD.encode(), "scale")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="no /proc")
+def test_pseudo_files_are_refused_not_read_as_empty():
+    # A regular file by stat, of size 0, that reads as text: /proc's files are made as they are
+    # read. Refused as FIFOs and devices are, rather than read as an empty source.
+    with pytest.raises(kjit.IoError, match=r"/proc/self/status.*reads as more than the 0 bytes") as e:
+        kjit.compile(pathlib.Path("/proc/self/status"), "k")
+    assert e.value.code == "io"
+
+
+def test_an_empty_regular_file_is_still_read(tmp_path):
+    empty = tmp_path / "empty.cuh"
+    empty.write_text("")
+    with pytest.raises(kjit.CompileError):  # read as empty text: NVRTC finds no k
+        kjit.compile(empty, "k")
+
+
+def test_bools_are_not_counts_or_sizes():
+    x, w, v = f32(2, 8, 4), f32(64, 32), f32(64)
+    for b in (True, np.True_):
+        with pytest.raises(kjit.InvalidArgumentError, match="num_groups = True is a bool") as e:
+            kjit.group_norm(x, b)
+        assert e.value.field == "num_groups"
+        with pytest.raises(kjit.InvalidArgumentError, match="num_groups = True is a bool"):
+            kjit.prepare(kjit.group_norm, x, b)
+        with pytest.raises(kjit.InvalidArgumentError, match="num_groups = True is a bool"):
+            kjit.linear_gn_min(f32(16, 32), w, v, v, v, v, b)
+        with pytest.raises(kjit.InvalidArgumentError, match="num_groups = True is a bool"):
+            kjit.prepare("linear_gn_min", f32(16, 32), w, v, v, v, v, b)
+    # normalized_shape=True would equal a last dimension of 1.
+    for ns in (True, (True,), [1.0]):
+        with pytest.raises(kjit.InvalidArgumentError, match="normalized_shape") as e:
+            kjit.layer_norm(f32(4, 1), ns)
+        assert e.value.field == "normalized_shape"
+    with pytest.raises(kjit.InvalidArgumentError, match="eps = True is a bool") as e:
+        kjit.group_norm(x, 4, eps=True)
+    assert e.value.field == "eps"
+    with pytest.raises(kjit.InvalidArgumentError, match="eps = False is a bool"):
+        kjit.rms_norm(f32(4, 8), eps=False)
+    # A kernel's bool template values are bools (template <bool B>), not refused.
+    r = kjit.compile("template <bool B> __global__ void k() {}", "k", values=[True])
+    assert r["instantiation"] == "k<true>"
+
+
+def test_kernel_launch_sizes_are_checked():
+    from kjit import _kernels
+    launched = []
+
+    class Native:
+        def launch(self, *a):
+            launched.append(a)
+
+    k = _kernels.Kernel.__new__(_kernels.Kernel)
+    k._k = Native()
+    for bad, why in ((True, "shared = True is a bool"), (-1, "shared = -1"),
+                     (2**32, "shared = 4294967296"), (1.5, "shared must be an int")):
+        with pytest.raises(kjit.InvalidArgumentError, match=why) as e:
+            k(1, 1, shared=bad)
+        assert e.value.field == "shared"
+    k(1, 1, shared=np.int64(128))
+    assert launched == [(1, 1, [], 128, 0)]
