@@ -262,7 +262,7 @@ int run(int argc, char** argv) {
   app.add_option("--sm-count", sm_count,
                  "SMs of the target devices, for every -a arch without its own ':N' (default: "
                  "the local GPU's when it is the target, else 132 as on H100/H200 SXM)")
-      ->check(CLI::Range(1, 100000));
+      ->check(CLI::Range(1, kjit::tools::kMaxSmCount));
   app.add_flag(
       "--all-candidates", all_candidates,
       "also compile every autotune candidate (so KJIT_AUTOTUNE=1 compiles nothing either)");

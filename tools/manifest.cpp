@@ -319,14 +319,13 @@ kjit::Target parse_target(const std::string& arch) {
   const size_t colon = arch.find(':');
   if (colon == std::string::npos) return kjit::Target::for_arch(arch);
   const std::string count = arch.substr(colon + 1);
-  constexpr int kMaxSms = 100000;  // as --sm-count
   const bool digits = !count.empty() && count.size() <= 6 &&
                       count.find_first_not_of("0123456789") == std::string::npos;
   const int sms = digits ? std::stoi(count) : 0;
-  if (sms < 1 || sms > kMaxSms)
+  if (sms < 1 || sms > kMaxSmCount)
     throw kjit::Error(kjit::Errc::InvalidArgument,
                       "target '" + arch + "': the SM count after ':' must be an integer in [1, " +
-                          std::to_string(kMaxSms) + "]");
+                          std::to_string(kMaxSmCount) + "]");
   return kjit::Target::for_arch(arch.substr(0, colon), sms);
 }
 

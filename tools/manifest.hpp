@@ -90,8 +90,12 @@ void check_marks(const nlohmann::json& entry);
 // field.
 OpSpecs problem_specs(const nlohmann::json& problem, const OpContext& ctx);
 
+// The most SMs a target may name, as "sm_90:N" or --sm-count (a typo's bound, not a device's).
+constexpr int kMaxSmCount = 100000;
+
 // A compile target: "sm_90" -> cc 90, "sm_90a" -> 90, "sm_100f" -> 100, "compute_90" -> 90 (PTX),
-// with the default SM count (Target::kDefaultSmCount), or "sm_90:114" for a device of 114 SMs.
+// with the default SM count (Target::kDefaultSmCount), or "sm_90:114" for a device of 114 SMs
+// (1 .. kMaxSmCount).
 kjit::Target parse_target(const std::string& arch);
 
 }  // namespace kjit::tools
