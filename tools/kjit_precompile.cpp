@@ -336,12 +336,17 @@ int run(int argc, char** argv) {
     const auto& names = !arch_args.empty() ? arch_args : manifest_archs;
     for (const auto& a : names) {
       Target t = kjit::tools::parse_target(a);
+      // --sm-count is for the archs without their own ':N' (an explicit one wins).
+      if (sm_count > 0 && a.find(':') == std::string::npos) t.sm_count = sm_count;
       if (std::none_of(targets.begin(), targets.end(), [&](const Target& o) {
             return o.arch == t.arch && o.sm_count == t.sm_count;
           }))
         targets.push_back(t);
     }
-    if (targets.empty()) targets.push_back(default_target(&target_note));
+    if (targets.empty()) {
+      targets.push_back(default_target(&target_note));
+      if (sm_count > 0) targets.back().sm_count = sm_count;
+    }
   } catch (const kjit::Error& e) {
     std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
     return 2;
@@ -389,7 +394,6 @@ int run(int argc, char** argv) {
       for (const Target& t : targets) {
         kjit::tools::OpContext ctx;
         ctx.target = t;
-        if (sm_count > 0) ctx.target.sm_count = sm_count;
         ctx.unaligned = unaligned;
         ctx.all_candidates = all_candidates;
         kjit::tools::OpSpecs os = kjit::tools::problem_specs(pe.problem, ctx);

@@ -104,12 +104,13 @@ constexpr int pow2_at_least(int v) {
 }
 
 // A row's statistics across a cluster. Lane k of each CTA's warp 0 sends the CTA's (count, sum,
-// M2 about its own mean, that mean) to CTA k's inbox (see kjit/cluster.cuh); then every warp of
-// every CTA combines the kCluster messages itself: lane l reads message l % kGroup (kCluster
-// rounded up to a power of two; one shared load per warp) and xor shuffles within groups of kGroup
-// lanes add them, the same tree, so the same bits, in every lane. No CTA barrier, and no cluster
-// barrier on the row's critical path (on the H200, one row of 65536: 2.41 us against 2.65 for
-// slots pushed under a cluster barrier, kjit-row-floor --pdl). `n` is the row's element count.
+// M2 about its own mean, that mean; for RMSNorm only the sum counts) to CTA k's inbox (see
+// kjit/cluster.cuh); then every warp of every CTA combines the kCluster messages itself: lane l
+// reads message l % kGroup (kCluster rounded up to a power of two; one shared load per warp) and
+// xor shuffles within groups of kGroup lanes add them, the same tree, so the same bits, in every
+// lane. No CTA barrier, and no cluster barrier on the row's critical path (on the H200, one row of
+// 65536: 2.41 us against 2.65 for slots pushed under a cluster barrier, kjit-row-floor --pdl).
+// `n` is the row's element count.
 // Returns (mean, M2 / n), or for RMSNorm (mean of squares, -). The caller initialized `inbox` and
 // arrived on the cluster barrier at its start (the wait here says every peer's inbox is ready).
 template <int kCluster, bool kRms>

@@ -30,13 +30,14 @@ _SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".c", ".cc", ".c
 
 def _is_path(source):
     """Whether `source` names a file: an os.PathLike (pathlib.Path) always does; a str does when
-    it is one line ending in a C++ or CUDA source suffix (.cu, .cuh, .h, .hpp, .cpp, ...; any
-    case), as source text does not (it ends in '}' or ';'). Whether the file exists never
-    decides: a missing one is an IoError naming it, not its name compiled by NVRTC."""
+    it is one line without a '{' ending in a C++ or CUDA source suffix (.cu, .cuh, .h, .hpp, .cpp,
+    ...; any case): a kernel's text has a body, so a '{' (as in `__global__ void k() {} // k.cu`)
+    makes it text. Whether the file exists never decides: a missing one is an IoError naming it,
+    not its name compiled by NVRTC."""
     if isinstance(source, os.PathLike):
         return True
     return (isinstance(source, str) and "\n" not in source and "\r" not in source
-            and source.lower().endswith(_SOURCE_SUFFIXES))
+            and "{" not in source and source.lower().endswith(_SOURCE_SUFFIXES))
 
 
 def _refuse_path_as_text(source):
@@ -45,8 +46,8 @@ def _refuse_path_as_text(source):
     if len(source) <= 4096 and "\n" not in source and "\0" not in source \
             and os.path.exists(source):
         raise InvalidArgumentError(
-            "kjit.kernel: source %r names a file but has no source suffix (%s), so it is read as "
-            "CUDA C++ text: pass pathlib.Path(%r) to read the file"
+            "kjit.kernel: source %r names an existing file or folder but has no source suffix "
+            "(%s), so it is read as CUDA C++ text: pass pathlib.Path(%r) to read a file"
             % (source, ", ".join(_SOURCE_SUFFIXES), source), field="source")
 
 
@@ -237,8 +238,8 @@ def kernel(source, name, types=(), values=(), *, device=None):
 
     source is a path or CUDA C++ text, by its type and spelling alone: a pathlib.Path (any
     os.PathLike) is a path; a str is a path when it is one line ending in a C++/CUDA source
-    suffix (.cu, .cuh, .h, .hh, .hpp, .hxx, .c, .cc, .cpp, .cxx, .inl; any case), and text
-    otherwise. A path must name a regular file whose length is its stat size (not a FIFO, device,
+    suffix (.cu, .cuh, .h, .hh, .hpp, .hxx, .c, .cc, .cpp, .cxx, .inl; any case) and holding no
+    '{' (a kernel's body), and text otherwise. A path must name a regular file whose length is its stat size (not a FIFO, device,
     folder or /proc pseudo-file), of at most 16 MiB of UTF-8: else an IoError naming the path and
     the reason. A one-line str that names an existing file without such a suffix is refused
     (InvalidArgumentError): pass pathlib.Path(...) for it."""

@@ -145,10 +145,10 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu
     contiguous (NCHW) or channels_last (NHWC), float32/float16/bfloat16 (statistics in fp32);
     weight and bias [C] of x's dtype or float32, or None. activation: "silu" (default), "none",
     "gelu", "gelu_tanh", "relu". Returns out (allocated like x unless given)."""
+    if _compiling is not None and _compiling():  # the custom op's schema types its arguments
+        return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation))
     if type(num_groups) is not int or type(eps) is not float:
         _no_bools("kjit.group_norm", (("num_groups", num_groups),), (("eps", eps),))
-    if _compiling is not None and _compiling():
-        return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation))
     return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream)
 
 
@@ -220,7 +220,8 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
     default for a weight tensor), "tf32", "bf16-inputs" or "fp32x3" (split precision,
     docs/OPS.md); a packed weight's own by default, and any other is refused. Inside
     torch.compile, a call with a packed weight runs outside the compiled graph."""
-    if type(num_groups) is not int or type(eps) is not float:
+    if (type(num_groups) is not int or type(eps) is not float) and not (
+            _compiling is not None and _compiling()):  # the custom op's schema types them
         _no_bools("kjit.linear_gn_min", (("num_groups", num_groups),), (("eps", eps),))
     if isinstance(weight, _native.LinearGnMinWeights):
         return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps,
@@ -338,7 +339,9 @@ def _check_normalized_shape(op, x, normalized_shape):
     # Plain attribute and tuple work only: torch.compile traces this (x.shape is a torch.Size).
     if normalized_shape is None:
         return
-    if isinstance(normalized_shape, numbers.Integral) and not is_bool(normalized_shape):
+    if type(normalized_shape) is int:  # the common case, and the one torch.compile traces
+        ns = (normalized_shape,)
+    elif isinstance(normalized_shape, numbers.Integral) and not is_bool(normalized_shape):
         ns = (normalized_shape,)  # an int, numpy's too
     elif isinstance(normalized_shape, (tuple, list)) or (hasattr(normalized_shape, "__len__")
                                                          and not isinstance(normalized_shape, str)):
@@ -391,13 +394,13 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *, re
     _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
     if sum_out is not None and residual is None:
         _refuse_sum_out("kjit.layer_norm")
-    if type(eps) is not float:
-        _no_bools("kjit.layer_norm", (), (("eps", eps),))
-    if _compiling is not None and _compiling():
+    if _compiling is not None and _compiling():  # the custom op's schema types its arguments
         if residual is None:
             return _into(out, _torch_ops.layer_norm(x, weight, bias, eps, activation))
         y, s = _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation)
         return _into(out, y), _into(sum_out, s)
+    if type(eps) is not float:
+        _no_bools("kjit.layer_norm", (), (("eps", eps),))
     return _norm(0, x, weight, bias, eps, residual, activation, out, sum_out, stream)
 
 
@@ -416,21 +419,23 @@ def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
     _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
     if sum_out is not None and residual is None:
         _refuse_sum_out("kjit.rms_norm")
-    if type(eps) is not float and eps is not None:
-        _no_bools("kjit.rms_norm", (), (("eps", eps),))
-    eps = _rms_eps(x, eps)
-    if _compiling is not None and _compiling():
+    if _compiling is not None and _compiling():  # the custom op's schema types its arguments
+        eps = _rms_eps(x, eps)
         if residual is None:
             return _into(out, _torch_ops.rms_norm(x, weight, eps, activation))
         y, s = _torch_ops.add_rms_norm(x, residual, weight, eps, activation)
         return _into(out, y), _into(sum_out, s)
+    if type(eps) is not float and eps is not None:
+        _no_bools("kjit.rms_norm", (), (("eps", eps),))
+    eps = _rms_eps(x, eps)
     return _norm(1, x, weight, None, eps, residual, activation, out, sum_out, stream)
 
 
 def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, activation, out,
                   sum_out, stream):
     # As the call checks them, all before the runtime: out=, sum_out= and stream= too (a norm
-    # needs no workspace, so the stream is only checked).
+    # needs no workspace, so the stream is only checked). Errors name kjit.prepare(<op>).
+    op = op.replace("kjit.", "kjit.prepare(") + ")"
     _check_normalized_shape(op, x, normalized_shape)
     if sum_out is not None and residual is None:
         _refuse_sum_out(op)
@@ -440,9 +445,8 @@ def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, ac
     x, residual, out, sum_out, weight, bias = (
         plain(t) for t in (x, residual, out, sum_out, weight, bias))
     eps = _rms_eps(x, eps) if kind == 1 else eps
-    return _checked(op.replace("kjit.", "kjit.prepare(") + ")", (), (("eps", eps),),
-                    _native.prepare_layer_norm, kind, x, residual, out, sum_out, weight, bias, eps,
-                    _activation(activation), _autotune())
+    return _checked(op, (), (("eps", eps),), _native.prepare_layer_norm, kind, x, residual, out,
+                    sum_out, weight, bias, eps, _activation(activation), _autotune())
 
 
 def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *,

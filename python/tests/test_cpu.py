@@ -689,6 +689,11 @@ def test_source_str_or_path_rule(tmp_path, monkeypatch):
     assert e.value.field == "source"
     r = kjit.compile('extern "C" __global__ void k() {}', "k")  # one line of text
     assert r["instantiation"] == "k"
+    # One line of code that happens to end in a source suffix is text: it has a body ('{').
+    r = kjit.compile('extern "C" __global__ void k2() {} // from k2.cu', "k2")
+    assert r["instantiation"] == "k2"
+    with pytest.raises(kjit.InvalidArgumentError, match="existing file or folder"):
+        kjit.compile(".", "k")  # a folder, meant as a path
     with pytest.raises(kjit.InvalidArgumentError, match="source must be CUDA C.. text or a path"):
         kjit.compile(GOOD.encode(), "scale")
 
