@@ -442,30 +442,23 @@ TEST_CASE("-a sm_90:132,sm_90:114 precompiles what each device's op loads") {
     for (const kjit::Spec& s :
          kjit::ops::group_norm_specs_for(p, kjit::Target::for_arch("sm_90", sms), {}, true))
       want.insert(s.instantiation());
-  auto r = run_tool("kjit-precompile",
-                    "-n --json -a sm_90:132,sm_90:114 -p 'group_norm f32 nchw 1x256x128x128 g=16' "
-                    "--cache-dir " +
-                        dir.path + "/cache",
-                    dir.path);
-  INFO(r.err);
-  REQUIRE(r.rc == 0);
-  std::set<std::string> got;
-  const json out = r.json();  // kept: a range-for over a temporary's member would dangle
-  for (const auto& k : out["kernels"]) got.insert(k["instantiation"].get<std::string>());
-  CHECK(got == want);
+  // The kernels a dry run of the problem lists for these targets.
+  auto listed = [&](const std::string& targets) {
+    auto r = run_tool("kjit-precompile",
+                      "-n --json " + targets +
+                          " -p 'group_norm f32 nchw 1x256x128x128 g=16' --cache-dir " + dir.path +
+                          "/cache",
+                      dir.path);
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    std::set<std::string> got;
+    const json out = r.json();  // kept: a range-for over a temporary's member would dangle
+    for (const auto& k : out["kernels"]) got.insert(k["instantiation"].get<std::string>());
+    return got;
+  };
+  CHECK(listed("-a sm_90:132,sm_90:114") == want);
   CHECK(want.size() > kjit::ops::group_norm_specs_for(p, kjit::Target::for_arch("sm_90"), {}, true)
                           .size());  // the two devices really differ here
   // --sm-count is for archs without their own ':N': here sm_90 alone; sm_90:114 keeps its 114.
-  auto mixed = run_tool("kjit-precompile",
-                        "-n --json -a sm_90:114,sm_90 --sm-count 132 -p 'group_norm f32 nchw "
-                        "1x256x128x128 g=16' --cache-dir " +
-                            dir.path + "/cache",
-                        dir.path);
-  INFO(mixed.err);
-  REQUIRE(mixed.rc == 0);
-  std::set<std::string> got_mixed;
-  const json mixed_out = mixed.json();
-  for (const auto& k : mixed_out["kernels"])
-    got_mixed.insert(k["instantiation"].get<std::string>());
-  CHECK(got_mixed == want);
+  CHECK(listed("-a sm_90:114,sm_90 --sm-count 132") == want);
 }
