@@ -56,7 +56,12 @@ def _read_file(path):
     folder or a pseudo-file such as /proc's is refused, never waited on or read short) of at most
     16 MiB, read by the native module (IoError names the path and the OS's reason), then decoded
     as UTF-8."""
-    data = _native.read_source_file(os.fsencode(path))
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError as e:  # a lone surrogate no file name can hold
+        raise InvalidArgumentError("kjit.kernel: source path %r cannot be a file name (%s at "
+                                   "offset %d)" % (path, e.reason, e.start), field="source") from None
+    data = _native.read_source_file(raw)
     path = os.fsdecode(path)
     try:
         return data.decode("utf-8")
@@ -79,6 +84,11 @@ def _read_source(source):
     if nul >= 0:
         raise InvalidArgumentError("kjit.kernel: source holds a NUL byte at offset %d: a source is "
                                    "text" % nul, field="source")
+    try:
+        source.encode("utf-8")  # what NVRTC and the cache key get
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError("kjit.kernel: source is not Unicode text NVRTC can read (%s at "
+                                   "offset %d)" % (e.reason, e.start), field="source") from None
     return source
 
 

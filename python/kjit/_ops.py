@@ -343,9 +343,10 @@ def _check_normalized_shape(op, x, normalized_shape):
         ns = (normalized_shape,)
     elif isinstance(normalized_shape, numbers.Integral) and not is_bool(normalized_shape):
         ns = (normalized_shape,)  # an int, numpy's too
-    elif isinstance(normalized_shape, (tuple, list)) or (hasattr(normalized_shape, "__len__")
-                                                         and not isinstance(normalized_shape, str)):
-        ns = tuple(normalized_shape)  # a tuple, list or torch.Size
+    elif isinstance(normalized_shape, (tuple, list)) or (
+            hasattr(normalized_shape, "__len__") and getattr(normalized_shape, "ndim", 1) != 0
+            and not isinstance(normalized_shape, (str, bytes, bytearray))):
+        ns = tuple(normalized_shape)  # a tuple, list, torch.Size or 1-d array (not a 0-d one)
     else:
         ns = None
     if ns is None or not _all_ints(ns):

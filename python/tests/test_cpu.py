@@ -758,3 +758,23 @@ def test_kernel_launch_sizes_are_checked():
         assert e.value.field == "shared"
     k(1, 1, shared=np.int64(128))
     assert launched == [(1, 1, [], 128, 0)]
+
+
+def test_unencodable_source_and_odd_normalized_shapes_are_invalid_arguments(tmp_path):
+    # A lone surrogate has no UTF-8 form: neither NVRTC's text nor a file name can hold it.
+    for src in ('__global__ void k() {} \ud800', "\ud800.cu"):
+        with pytest.raises(kjit.InvalidArgumentError) as e:
+            kjit.compile(src, "k")
+        assert e.value.field == "source"
+    with pytest.raises(kjit.InvalidArgumentError, match="cannot be a file name"):
+        kjit.compile(pathlib.Path(str(tmp_path) + "/\ud800.cu"), "k")
+
+    class X:  # what _check_normalized_shape reads of x
+        shape, dtype = (4, 8), "float32"
+
+    for ns in (np.array(8), b"\x08", bytearray(b"\x08"), "8"):
+        with pytest.raises(kjit.InvalidArgumentError, match="normalized_shape must be") as e:
+            kjit._ops._check_normalized_shape("kjit.layer_norm", X(), ns)
+        assert e.value.field == "normalized_shape"
+    for ns in (8, (8,), [8], np.array([8]), np.int64(8)):
+        kjit._ops._check_normalized_shape("kjit.layer_norm", X(), ns)
