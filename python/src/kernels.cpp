@@ -54,17 +54,6 @@ void register_source(TemplateSet& ts, const std::string& header, const std::stri
   if (!ts.has(header)) ts.add(header, source);
 }
 
-// TemplateSet::add's rule for a source's includes (add checks it again), for kjit.kernel before
-// it makes the device's runtime: a source add would refuse is an InvalidArgument on a machine
-// without a driver too, not a NoDriver.
-void check_includes(const std::string& header, const std::string& source) {
-  for (const TemplateInclude& inc : template_includes(source, header))
-    if (std::string why = include_disk_problem(inc); !why.empty())
-      bad_arg(kOp, "source",
-              "line " + std::to_string(inc.line) + ": " + why +
-                  ": NVRTC gets only registered headers, the ones the cache key covers");
-}
-
 Dim3 dim3_of(nb::handle h, const char* name) {
   Dim3 d;
   unsigned* f[3] = {&d.x, &d.y, &d.z};
@@ -152,7 +141,7 @@ class PyKernel {
            const nb::list& values)
       : device_(device) {
     const Spec spec = make_spec(header, function, types, values);
-    check_includes(header, source);
+    checked_template_includes(source, header);  // TemplateSet::add's rule, before the runtime
     rt_ = &runtime_for(device);
     register_source(rt_->templates(), header, source);
     nb::gil_scoped_release release;  // NVRTC may take a while

@@ -245,4 +245,19 @@ std::string include_disk_problem(const TemplateInclude& inc) {
   return "";
 }
 
+std::vector<TemplateInclude> checked_template_includes(const std::string& text,
+                                                       const std::string& name) {
+  // NVRTC would read such a file from disk, and the key would not cover its text. (A relative
+  // name nobody registered stays NVRTC's error: with no include paths and -no-source-include it
+  // never looks for one on disk.)
+  std::vector<TemplateInclude> incs = template_includes(text, name);
+  for (const TemplateInclude& inc : incs)
+    if (std::string why = include_disk_problem(inc); !why.empty())
+      throw Error::invalid("source", "template '" + name + "', line " + std::to_string(inc.line) +
+                                         ": " + why +
+                                         ": NVRTC gets only registered headers (TemplateSet::add), "
+                                         "the ones the cache key covers");
+  return incs;
+}
+
 }  // namespace kjit

@@ -58,9 +58,24 @@ const std::vector<std::pair<std::string, std::string>>& TemplateSet::builtins() 
   return b;
 }
 
+std::shared_ptr<const TemplateSet::Header> TemplateSet::make_header(
+    std::string text, const std::vector<TemplateInclude>& incs) {
+  auto h = std::make_shared<Header>();
+  h->text = std::move(text);
+  for (const TemplateInclude& inc : incs)
+    if (inc.directive == "include" && !inc.target.empty()) h->includes.push_back(inc.target);
+  return h;
+}
+
 TemplateSet::TemplateSet() {
-  for (const auto& [name, text] : builtins())
-    sources_[name] = std::make_shared<const std::string>(text);
+  // The built-ins are read once per process, not once per TemplateSet.
+  static const auto headers = [] {
+    std::vector<std::pair<std::string, std::shared_ptr<const Header>>> v;
+    for (const auto& [name, text] : builtins())
+      v.emplace_back(name, make_header(text, template_includes(text, name)));
+    return v;
+  }();
+  for (const auto& [name, h] : headers) sources_[name] = h;
 }
 
 void TemplateSet::add(const std::string& name, std::string source) {
@@ -74,18 +89,10 @@ void TemplateSet::add(const std::string& name, std::string source) {
   if (const size_t nul = source.find('\0'); nul != std::string::npos)
     throw Error::invalid("source", "template '" + name + "' holds a NUL byte at offset " +
                                        std::to_string(nul) + ": a source is text");
-  // NVRTC would read such a file from disk, and the key would not cover its text. (A relative
-  // name nobody registered stays NVRTC's error: with no include paths and -no-source-include it
-  // never looks for one on disk.)
-  for (const TemplateInclude& inc : template_includes(source, name))
-    if (std::string why = include_disk_problem(inc); !why.empty())
-      throw Error::invalid("source", "template '" + name + "', line " + std::to_string(inc.line) +
-                                         ": " + why +
-                                         ": NVRTC gets only registered headers (TemplateSet::add), "
-                                         "the ones the cache key covers");
-  auto text = std::make_shared<const std::string>(std::move(source));
+  const std::vector<TemplateInclude> incs = checked_template_includes(source, name);
+  auto header = make_header(std::move(source), incs);
   std::unique_lock lock(mu_);
-  sources_[name] = std::move(text);
+  sources_[name] = std::move(header);
   added_at_[name] = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
 }
 
@@ -118,12 +125,11 @@ void TemplateSet::visit_closure(const std::string& name, Fn&& fn) const {
     todo.pop_back();
     auto it = sources_.find(n);
     if (it == sources_.end() || !seen.insert(n).second) continue;  // NVRTC reports missing ones
-    for (const TemplateInclude& inc : template_includes(*it->second, n))
-      if (inc.directive == "include" && !inc.target.empty()) todo.push_back(inc.target);
+    for (const std::string& inc : it->second->includes) todo.push_back(inc);
   }
   for (const auto& n : seen) {
     auto at = added_at_.find(n);
-    fn(n, *sources_.at(n), at == added_at_.end() ? uint64_t{0} : at->second);
+    fn(n, sources_.at(n)->text, at == added_at_.end() ? uint64_t{0} : at->second);
   }
 }
 

@@ -48,6 +48,12 @@ std::vector<TemplateInclude> template_includes(const std::string& text,
 // name. TemplateSet::add refuses what this names; kjit-precompile's recorded headers too.
 std::string include_disk_problem(const TemplateInclude& inc);
 
+// template_includes(text, name), having thrown InvalidArgument (field "source", naming `name`, the
+// line and include_disk_problem's reason) for the first include NVRTC could read from disk: the
+// rule TemplateSet::add applies, for a caller that checks a source before it registers it.
+std::vector<TemplateInclude> checked_template_includes(const std::string& text,
+                                                       const std::string& name);
+
 class TemplateSet {
  public:
   TemplateSet();  // starts with the built-in templates
@@ -87,7 +93,15 @@ class TemplateSet {
   // Reads sources_ under mu_ (shared) and visits name's closure; calls fn(name, text, gen).
   template <class Fn>
   void visit_closure(const std::string& name, Fn&& fn) const;
-  std::unordered_map<std::string, std::shared_ptr<const std::string>> sources_;
+  // A registered header: its text and the names its #include lines reach, read once
+  // (template_includes) when it is registered rather than on every closure.
+  struct Header {
+    std::string text;
+    std::vector<std::string> includes;
+  };
+  static std::shared_ptr<const Header> make_header(std::string text,
+                                                   const std::vector<TemplateInclude>& incs);
+  std::unordered_map<std::string, std::shared_ptr<const Header>> sources_;
   std::unordered_map<std::string, uint64_t> added_at_;  // generation of each add()ed name
   std::atomic<uint64_t> generation_{0};
 };
