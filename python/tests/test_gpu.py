@@ -151,11 +151,17 @@ def test_torch_compile_has_no_graph_break(torch_cuda):
         y, s = kjit.rms_norm(x, None, w, 1e-6, residual=r)
         return kjit.layer_norm(y, x.shape[-1:], w, None) + s
 
+    # An int normalized_shape and eps=0 take their own argument checks (the int fast path, the
+    # bool refusals after the torch.compile branch): still one graph, nothing traced into them.
+    def int_shape(x, w, b):
+        return kjit.layer_norm(x, 64, w, b, eps=0.0) + kjit.rms_norm(x, 64, None, eps=0)
+
     x = torch.randn(4, 64, 8, 8, device="cuda")
     w, b = torch.randn(64, device="cuda"), torch.randn(64, device="cuda")
     for fn, args in ((via_function, (x, w, b)), (via_op, (x, w, b)),
                      (norms, (torch.randn(8, 64, device="cuda"), torch.randn(8, 64, device="cuda"),
-                              w))):
+                              w)),
+                     (int_shape, (torch.randn(8, 64, device="cuda"), w, b))):
         torch._dynamo.reset()
         explain = torch._dynamo.explain(fn)(*args)
         assert explain.graph_break_count == 0, explain.break_reasons
