@@ -71,7 +71,9 @@ struct Welford {
     float m2v = 0.f;
 #pragma unroll
     for (int j = 0; j < kV; ++j) m2v = fmaf(f[j] - mv, f[j] - mv, m2v);
-    const float total = n + kV, delta = mv - mean, r = kV / total;
+    // r: counts are exact integers and r only weighs the update, so ~2 ulp (no IEEE division,
+    // which sat on the stream's dependent chain once per vector) is plenty.
+    const float total = n + kV, delta = mv - mean, r = __fdividef(static_cast<float>(kV), total);
     mean = fmaf(delta, r, mean);
     m2 += m2v + (delta * (n * r)) * delta;  // n = 0 first: 0, where delta^2 may overflow
     n = total;

@@ -195,7 +195,12 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
     CHECK(cfg(4096, 768).team == 32);
     CHECK(cfg(8192, 1024).team == 32);
     const LayerNormConfig medium = cfg(16384, 4096);
-    CHECK((medium.team == medium.threads && medium.cluster == 1 && !medium.stream));
+    CHECK((medium.team == medium.threads && medium.cluster == 1));
+    CHECK(medium.stream == (t == DType::F32));            // fp32 rows of 4096 in many waves stream
+    CHECK(cfg(16384, 3076).stream == (t == DType::F32));  // the same held kernel
+    CHECK(!cfg(16384, 3072).stream);                      // 256 threads x 3: held
+    CHECK(!cfg(4000, 4096).stream);                       // under 32 rows per SM: held
+    CHECK(!cfg(8192, 8192).stream);                       // 512-thread CTAs hold it faster
     CHECK(cfg(2048, 8192).cluster == 1);
     const LayerNormConfig one_row = cfg(1, 65536, h200);
     CHECK((one_row.cluster == 16 && !one_row.stream && one_row.iters <= 4));  // over 16 SMs
