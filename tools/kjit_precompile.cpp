@@ -241,7 +241,6 @@ int run(int argc, char** argv) {
                  "target arch(s): sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, compute_90, ... "
                  "(repeatable or comma-separated; default: the manifest's \"archs\", else the "
                  "current GPU, else sm_90)")
-      ->delimiter(',')
       ->allow_extra_args(false);
   app.add_option("--cache-dir", cache_dir,
                  "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
@@ -280,6 +279,7 @@ int run(int argc, char** argv) {
                "print the problems that would be precompiled (as a manifest) and exit");
   app.add_flag("--list-ops", list_ops, "print the ops a manifest may name and exit");
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
+  arch_args = kjit::tools::split_commas(arch_args);
 
   if (list_ops) {
     for (const std::string& name : kjit::op::registered_ops()) std::printf("%s\n", name.c_str());

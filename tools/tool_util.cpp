@@ -360,6 +360,17 @@ std::string not_empty(const std::string& value) {
   return value.empty() ? "must not be empty (leave the option out for the default)" : "";
 }
 
+std::vector<std::string> split_commas(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    size_t start = 0;
+    for (size_t comma; (comma = v.find(',', start)) != std::string::npos; start = comma + 1)
+      out.push_back(v.substr(start, comma - start));
+    out.push_back(v.substr(start));
+  }
+  return out;
+}
+
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kjit/cache/disk_cache.hpp"
 #include "kjit/cache/size.hpp"
@@ -78,6 +79,10 @@ void write_text_file(const std::string& path, const std::string& text);
 
 // A CLI11 check for options whose empty value would silently mean the default (--cache-dir '').
 std::string not_empty(const std::string& value);
+
+// Each value split at its commas, empty pieces kept (CLI11's delimiter drops them, so that
+// '-a sm_90,,sm_80' or a trailing comma would pass unnoticed): the caller refuses them by name.
+std::vector<std::string> split_commas(const std::vector<std::string>& values);
 
 // Parses a tool's command line: nullopt to go on, else the code to exit with (0 after --help,
 // 2 for a usage error, with CLI11's message printed).

@@ -462,3 +462,26 @@ TEST_CASE("-a sm_90:132,sm_90:114 precompiles what each device's op loads") {
   // --sm-count is for archs without their own ':N': here sm_90 alone; sm_90:114 keeps its 114.
   CHECK(listed("-a sm_90:114,sm_90 --sm-count 132") == want);
 }
+
+// An empty element of an -a list (a doubled or trailing comma) is refused by name, not dropped:
+// the targets a run compiles for are exactly the ones written.
+TEST_CASE("-a refuses an empty element of its list") {
+  TempDir dir;
+  for (const char* archs : {"sm_90,,sm_80", "sm_90,", ",sm_90"}) {
+    CAPTURE(archs);
+    auto r =
+        run_tool("kjit-precompile",
+                 std::string("-n -a '") + archs +
+                     "' -p 'layer_norm f32 rows=8 width=64' --cache-dir " + dir.path + "/cache",
+                 dir.path);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("arch '' is not of the form") != std::string::npos);
+  }
+  auto r = run_tool("kjit-precompile",
+                    "-n --json -a sm_90 -a sm_80,sm_90 -p 'layer_norm f32 rows=8 width=64' "
+                    "--cache-dir " +
+                        dir.path + "/cache",
+                    dir.path);
+  REQUIRE(r.rc == 0);
+  CHECK(r.json()["kernels"].size() == 2);  // sm_90 (once) and sm_80
+}
