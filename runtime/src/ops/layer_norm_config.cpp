@@ -198,21 +198,22 @@ void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc
 //  2. Else a CTA per row, or on sm_90 a cluster: as many CTAs as holding the row in registers
 //     takes (<= 512 threads each), and more for few rows (as many as spread them over the SMs,
 //     at least 256 vectors per CTA), up to 16 (max_cluster).
-//  3. Except: where that is one CTA of 256 threads holding 4 fp32 vectors each (rows of 3073 to
-//     4096) and there are at least 32 rows per SM, the same threads stream instead (the row read
-//     twice, the second time from L2): holding takes LayerNorm 63 registers, 4 CTAs per SM, too
-//     few rows in flight to keep HBM busy. H200, 16384 x 4096: RMSNorm 126.9 us against 130.1
-//     held, LayerNorm 129.4 against 130.05. Not for wider rows, whose 512-thread held CTAs beat
-//     a 256-thread stream (8192 x 8192: 129.7 against 132.7 us; 4352 x 16384 LayerNorm: 154.9
-//     against 172.9).
+//  3. Except: where that is one CTA of 256 threads holding 4 fp32 vectors each (aligned rows of
+//     3076 to 4096), without a residual, and there are at least 32 rows per SM, the same threads
+//     stream instead (the row read twice, the second time from L2): holding takes LayerNorm 63
+//     registers, 4 CTAs per SM, too few rows in flight to keep HBM busy. H200, 16384 x 4096:
+//     RMSNorm 126.9 us against 130.1 held, LayerNorm 129.35 against 130.05. Not for wider rows,
+//     whose 512-thread held CTAs beat a 256-thread stream (8192 x 8192: RMSNorm 129.7 against
+//     132.7 us, LayerNorm 131.2 against 132.1; 4352 x 16384 LayerNorm: 154.9 against 172.9).
+//     Not with a residual: its stream (two more tensors, 284 us) was never timed against holding.
 //  4. Rows no cluster holds (or any that needs more than one CTA before sm_90) stream: 512
 //     threads, 4 loads in flight each, clusters spreading few rows on sm_90.
-// Rule 3: the held config is the measured one (256 threads x 4 fp32 vectors, no cluster) and
-// there are many rows.
+// Rule 3: the held config is the measured one (256 threads x 4 fp32 vectors, no cluster), no
+// residual, and many rows.
 static bool streams_instead(const LayerNormProblem& p, const Target& t,
                             const LayerNormConfig& held) {
-  return dtype_size(p.dtype) == 4 && held.vec == 4 && held.cluster == 1 && held.threads == 256 &&
-         held.iters == 4 && p.rows >= kManyRowsPerSm * t.sm_count;
+  return dtype_size(p.dtype) == 4 && !p.residual && held.vec == 4 && held.cluster == 1 &&
+         held.threads == 256 && held.iters == 4 && p.rows >= kManyRowsPerSm * t.sm_count;
 }
 
 static LayerNormConfig heuristic(const LayerNormProblem& p, const Target& t, bool aligned,
