@@ -79,6 +79,13 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
   }
   CHECK_FALSE(std::filesystem::exists(dir.path + "/elsewhere.json"));
   CHECK(run_tool("kjit-bench", "--op groupnorm", dir.path).rc == 2);
+  for (const char* ops : {"layer_norm,", "layer_norm,,rms_norm", "layer_norm,rms"}) {
+    const auto r = run_tool("kjit-bench", std::string("--op ") + ops, dir.path);
+    CAPTURE(ops);
+    CHECK(r.rc == 2);  // an empty or unknown piece is named, not dropped
+    CHECK(r.err.find("must be group_norm, linear_gn_min, layer_norm or rms_norm") !=
+          std::string::npos);
+  }
   CHECK(run_tool("kjit-bench", "--shapes ''", dir.path).rc == 2);  // not the default list
   CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
   // --problem goes through the op registry: a bad one names the problem and the field, before

@@ -79,11 +79,16 @@ int run(int argc, char** argv) {
       ->check(kjit::tools::not_empty);
   app.add_option("--json", json_file, "write all results to this file")
       ->check(kjit::tools::not_empty);
+  // Split here, not by CLI11's delimiter, which drops empty pieces ('--op layer_norm,').
   app.add_option(
          "--op", only_ops,
          "only these ops, comma-separated (group_norm, linear_gn_min, layer_norm, rms_norm)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"group_norm", "linear_gn_min", "layer_norm", "rms_norm"}));
+      ->check([](const std::string& value) -> std::string {
+        for (const std::string& op : kjit::tools::split_commas({value}))
+          if (op != "group_norm" && op != "linear_gn_min" && op != "layer_norm" && op != "rms_norm")
+            return "op '" + op + "' must be group_norm, linear_gn_min, layer_norm or rms_norm";
+        return "";
+      });
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
       ->check(CLI::Range(5, 100000));
   app.add_flag("--autotune", s.autotune, "autotune each problem first");
@@ -105,6 +110,7 @@ int run(int argc, char** argv) {
                  "is given too")
       ->check(kjit::tools::not_empty);
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
+  only_ops = kjit::tools::split_commas(only_ops);
 
   const std::optional<Inputs> in = read_inputs(problem_args, shapes_file, json_file);
   if (!in) return 2;
