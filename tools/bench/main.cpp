@@ -86,7 +86,8 @@ int run(int argc, char** argv) {
       ->check([](const std::string& value) -> std::string {
         for (const std::string& op : kjit::tools::split_commas({value}))
           if (op != "group_norm" && op != "linear_gn_min" && op != "layer_norm" && op != "rms_norm")
-            return "op '" + op + "' must be group_norm, linear_gn_min, layer_norm or rms_norm";
+            return "op '" + kjit::tools::printable(op) +
+                   "' must be group_norm, linear_gn_min, layer_norm or rms_norm";
         return "";
       });
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
