@@ -46,7 +46,15 @@ std::optional<FileLock> FileLock::acquire(const Folder& dir, const std::string& 
     // Made with the exact mode and group (in a shared cache, every member must open it), or
     // opened as it is.
     UniqueFd fd = dir.create_file(name, trust, O_RDWR);
-    if (!fd.valid() && errno == EEXIST) fd = dir.open_file(name, O_RDWR);
+    if (!fd.valid() && errno == EEXIST) {
+      fd = dir.open_file(name, O_RDWR);
+      // Gone between the two calls: its holder let go, which unlinks it. Create it again (taking
+      // no lock here would let this caller compile beside the next holder).
+      if (!fd.valid() && errno == ENOENT) {
+        if (Clock::now() >= deadline) return std::nullopt;
+        continue;
+      }
+    }
     struct stat st;
     // A lock file is only ever a regular file of ours: a FIFO or device planted at its name is
     // not locked (nor written, nor waited on: O_NONBLOCK).
