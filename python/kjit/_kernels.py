@@ -249,10 +249,10 @@ def kernel(source, name, types=(), values=(), *, device=None):
     source is a path or CUDA C++ text, by its type and spelling alone: a pathlib.Path (any
     os.PathLike) is a path; a str is a path when it is one line ending in a C++/CUDA source
     suffix (.cu, .cuh, .h, .hh, .hpp, .hxx, .c, .cc, .cpp, .cxx, .inl; any case) and holding no
-    '{' (a kernel's body), and text otherwise. A path must name a regular file whose length is its stat size (not a FIFO, device,
-    folder or /proc pseudo-file), of at most 16 MiB of UTF-8: else an IoError naming the path and
-    the reason. A one-line str that names an existing file without such a suffix is refused
-    (InvalidArgumentError): pass pathlib.Path(...) for it."""
+    '{' (a kernel's body), and text otherwise. A path must name a regular file whose length is
+    its stat size (not a FIFO, device, folder or /proc pseudo-file), of at most 16 MiB of UTF-8:
+    else an IoError naming the path and the reason. A one-line str that names an existing file
+    without such a suffix is refused (InvalidArgumentError): pass pathlib.Path(...) for it."""
     return Kernel(source, name, types, values, device=device)
 
 

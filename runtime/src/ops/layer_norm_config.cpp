@@ -237,9 +237,10 @@ static LayerNormConfig heuristic(const LayerNormProblem& p, const Target& t, boo
   const int64_t cluster = clusters ? std::max(need, std::min<int64_t>(spread, max_cluster)) : 1;
   if (need == 1 || (clusters && need <= max_cluster)) {
     if (auto held = cta_layout(ceil_div(nv, cluster), vec, static_cast<int>(cluster))) {
-      if (!streams_instead(p, t, *held)) return *held;
-      held->iters = kStreamIters;
-      held->stream = true;
+      if (streams_instead(p, t, *held)) {  // rule 3: the same threads, streaming
+        held->iters = kStreamIters;
+        held->stream = true;
+      }
       return *held;
     }
   }
