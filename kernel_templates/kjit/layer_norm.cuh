@@ -139,14 +139,18 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
 }  // namespace rownorm
 
 // x, r, y, sum: [rows, width]; w, b: [width] (null when absent). grid.x = ceil(rows / teams per
-// CTA) * kCluster. y may be x or r, sum may be x or r: each element is read before it is written,
-// by the thread that writes it (streaming passes after the first read `sum`, which this thread
-// wrote, and a CTA barrier separates every pass). trigger != 0: let the stream's next kernel be
+// CTA) * kCluster * kReplicas. y may be x or r, sum may be x or r: each element is read before it
+// is written, by the thread that writes it (streaming passes after the first read `sum`, which
+// this CTA wrote, and a CTA barrier separates every pass). Except with kReplicas > 1: then
+// kReplicas clusters (or CTAs) each read the whole row for its statistics and each write only
+// their share of it (its weight and bias too), so a few rows spread over more SMs, each loading
+// and storing less; a replica's writes would land under another's reads, so no output may alias
+// an input (the host runs kReplicas = 1 then). trigger != 0: let the stream's next kernel be
 // scheduled at once (the host sets it for grids of at most one wave, where that hides the next
 // launch's latency; its pdl_wait still waits for this kernel to complete). Never with clusters:
 // see layer_norm.cpp.
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
-          int kThreads, int kTpr, int kIters, int kCluster, bool kStream>
+          int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream>
 __global__ void __launch_bounds__(kThreads)
     row_norm(const T* x, const T* r, T* y, T* sum, const P* __restrict__ w, const P* __restrict__ b,
              float eps, int width, long long rows, int trigger) {
@@ -157,6 +161,7 @@ __global__ void __launch_bounds__(kThreads)
   static_assert((kCluster == 1 && !kStream) || kTpr == kThreads, "clusters stream whole CTAs");
   static_assert(!(kRms && kHasB), "RMSNorm has no bias");
   static_assert(kCluster >= 1 && kCluster <= 32, "cluster_stats: one lane of warp 0 per peer");
+  static_assert(kReplicas >= 1 && (kReplicas == 1 || kTpr == kThreads), "replicas of CTA teams");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
 #endif
@@ -172,7 +177,9 @@ __global__ void __launch_bounds__(kThreads)
   pdl_wait();  // x, r, w, b and the outputs may belong to the kernel before (programmatic launch)
 
   const int team = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
-  const long long row = static_cast<long long>(blockIdx.x / kCluster) * kTeams + team;
+  const unsigned group = blockIdx.x / kCluster;  // a cluster, or a CTA without one
+  const int replica = static_cast<int>(group % kReplicas);
+  const long long row = static_cast<long long>(group / kReplicas) * kTeams + team;
   const bool active = row < rows;
   const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
   const int nv = width / kVec;
@@ -180,6 +187,12 @@ __global__ void __launch_bounds__(kThreads)
   const int share = kStream ? (nv + kCluster - 1) / kCluster : kIters * kTpr;
   const int first = min(rank * share, nv);
   const int last = active ? min(first + share, nv) : first;
+  // The vectors of that run this replica writes: [own_lo, own_hi).
+  const int own_lo =
+      first + static_cast<int>(static_cast<long long>(last - first) * replica / kReplicas);
+  const int own_hi =
+      first + static_cast<int>(static_cast<long long>(last - first) * (replica + 1) / kReplicas);
+  auto owned = [&](int vi) { return kReplicas == 1 ? vi < last : vi >= own_lo && vi < own_hi; };
   const long long base = active ? row * width : 0;
   const T* xr = x + base;
   const T* rr = kResidual ? r + base : nullptr;
@@ -205,7 +218,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int vi = first + i * kTpr + t;
-      if (vi < last) {
+      if (owned(vi)) {
         if constexpr (kHasW) pw[i].load(w + vi * kVec);
         if constexpr (kHasB) pb[i].load(b + vi * kVec);
       }
@@ -220,23 +233,25 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < kVec; ++j) f[j] += rv[j];
         held[i] = pack_floats<T, kVec>(f);  // as PyTorch's x + r in T
         const int vi = first + i * kTpr + t;
-        if (vi < last) store_pack<T, kVec>(sr + vi * kVec, held[i]);
+        if (owned(vi)) store_pack<T, kVec>(sr + vi * kVec, held[i]);
       }
     }
   }
 
-  // Streaming: fn(vi, values) for this thread's vectors of the CTA's run, kIters loads in flight
-  // at a time. The first pass reads x (+ r, whose rounded sum it writes); later ones read the
-  // normalized values back (sum, or x).
+  // Streaming: fn(vi, values) for this thread's vectors of the CTA's run (the first pass) or of
+  // this replica's share of it (the second), kIters loads in flight at a time. The first pass
+  // reads x (+ r, whose rounded sum it writes over the share); the second reads the values to
+  // normalize back (sum, or x).
   auto stream_pass = [&](bool first_pass, L2Hint hint, auto&& fn) {
     const unsigned long long policy = l2_policy(hint);
     const T* src = first_pass || !kResidual ? xr : sr;
-    for (int v0 = first + t; v0 < last; v0 += kThreads * kIters) {
+    const int lo = first_pass ? first : own_lo, hi = first_pass ? last : own_hi;
+    for (int v0 = lo + t; v0 < hi; v0 += kThreads * kIters) {
       Pack<T, kVec> p[kIters], q[kResidual ? kIters : 1];
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
         const int vi = v0 + i * kThreads;
-        if (vi < last) {
+        if (vi < hi) {
           p[i] = load_pack_hinted<T, kVec>(src + vi * kVec, policy);
           if (kResidual && first_pass)
             q[kResidual ? i : 0] = load_pack_hinted<T, kVec>(rr + vi * kVec, policy);
@@ -245,7 +260,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
         const int vi = v0 + i * kThreads;
-        if (vi >= last) continue;
+        if (vi >= hi) continue;
         float f[kVec];
         unpack_floats(p[i], f);
         if (kResidual && first_pass) {
@@ -254,7 +269,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int j = 0; j < kVec; ++j) f[j] += rv[j];
           const Pack<T, kVec> s = pack_floats<T, kVec>(f);
-          store_pack<T, kVec>(sr + vi * kVec, s);
+          if (owned(vi)) store_pack<T, kVec>(sr + vi * kVec, s);
           unpack_floats(s, f);
         }
         fn(vi, f);
@@ -351,7 +366,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int vi = first + i * kTpr + t;
-      if (vi < last) {
+      if (owned(vi)) {
         float f[kVec], out[kVec];
         unpack_floats(held[i], f);
         normalize(f, pw[kHasW ? i : 0], pb[kHasB ? i : 0], out);

@@ -2,6 +2,7 @@
 // the kernels accept, specs_for is deterministic, and random specializations compile with NVRTC.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -175,6 +176,10 @@ TEST_CASE("layer_norm validate_config names the field") {
   CHECK(with([](LayerNormConfig& c) { c.cluster = 2, c.team = 32; }) == "team");
   CHECK(with([](LayerNormConfig& c) { c.stream = true, c.team = 32; }) == "team");
   CHECK(with([](LayerNormConfig& c) { c.stream = true, c.iters = 1; }) == "<no error>");
+  CHECK(with([](LayerNormConfig& c) { c.replicas = 0; }) == "replicas");
+  CHECK(with([](LayerNormConfig& c) { c.replicas = 17; }) == "replicas");
+  CHECK(with([](LayerNormConfig& c) { c.replicas = 2, c.team = 32; }) == "team");
+  CHECK(with([](LayerNormConfig& c) { c.replicas = 16, c.cluster = 16; }) == "<no error>");
   // A width that is not a whole number of vectors takes the scalar path.
   LayerNormProblem odd = p;
   odd.width = 4098;
@@ -202,13 +207,21 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
     CHECK(!cfg(4000, 4096).stream);                       // under 32 rows per SM: held
     CHECK(!cfg(8192, 8192).stream);                       // 512-thread CTAs hold it faster
     CHECK(cfg(2048, 8192).cluster == 1);
+    // One row over 16 SMs, replicated 4 times, 16 values per thread.
     const LayerNormConfig one_row = cfg(1, 65536, h200);
-    CHECK((one_row.cluster == 16 && !one_row.stream && one_row.iters <= 4));  // over 16 SMs
+    CHECK((one_row.cluster == 16 && !one_row.stream && one_row.replicas == 4));
+    CHECK(one_row.iters * one_row.vec == 16);
+    CHECK(one_row.threads == 256);
     CHECK(cfg(1, 65536, a100).stream);  // no clusters before sm_90
     const LayerNormConfig huge = cfg(1, 1 << 20, h200);
-    CHECK((huge.stream && huge.cluster == 16));
+    CHECK((huge.stream && huge.cluster == 16 && huge.replicas == 8));
+    CHECK(cfg(4, 65536, h200).replicas == 2);      // 64 CTAs: twice fills 128 SMs
+    CHECK(cfg(5, 65536, h200).replicas == 1);      // 80 CTAs
     CHECK(cfg(1000, 1 << 20, h200).cluster == 1);  // enough rows to fill the SMs
-    CHECK(cfg(64, 4096, h200).cluster == 2);       // 64 rows over 128 SMs
+    CHECK(cfg(1000, 1 << 20, h200).replicas == 1);
+    CHECK(cfg(64, 4096, h200).cluster == 2);  // 64 rows over 128 SMs
+    CHECK(cfg(64, 4096, h200).replicas == 1);
+    CHECK(cfg(4, 128).replicas == 1);  // warp teams: never
     // A width that is not a whole number of 16-byte vectors runs scalar accesses.
     CHECK(cfg(8, 771).vec == 1);
   }
@@ -224,7 +237,15 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
         const kjit::Target t = kjit::Target::for_cc(cc, cc == 90 ? 132 : 108);
         const auto configs = kjit::ops::layer_norm_configs_for(p, t, {}, aligned);
         REQUIRE(!configs.empty());
-        for (const LayerNormConfig& c : configs) check_config(p, c, cc, aligned);
+        for (const LayerNormConfig& c : configs) {
+          check_config(p, c, cc, aligned);
+          // A config with replicas comes with the one a call in place runs instead.
+          LayerNormConfig in_place = c;
+          in_place.replicas = 1;
+          CHECK(std::any_of(configs.begin(), configs.end(), [&](const LayerNormConfig& o) {
+            return o.describe() == in_place.describe();
+          }));
+        }
         portable += configs.size() > 1;
         if (configs.size() > 1) CHECK(configs[1].cluster <= 8);
         const auto a = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);

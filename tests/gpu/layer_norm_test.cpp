@@ -210,7 +210,7 @@ Case random_case(DType t) {
     c.sum_on = static_cast<int>(uniform(0, 5) == 0 ? (c.y_on_x ? 2 : uniform(1, 2)) : 0);
   c.eps = uniform(0, 1) ? 1e-5f : 1e-3f;
   c.special = uniform(0, 20) == 0 ? static_cast<int>(uniform(1, 3)) : 0;
-  // Now and then a forced streaming or cluster config: those paths at moderate sizes.
+  // Now and then a forced streaming, cluster or replicated config: those paths at moderate sizes.
   if (uniform(0, 8) == 0 && p.width >= 64) {
     LayerNormConfig f;
     f.threads = f.team = static_cast<int>(32 << uniform(0, 3));
@@ -222,6 +222,8 @@ Case random_case(DType t) {
     const int64_t per_thread =
         (p.width / f.vec + f.threads * f.cluster - 1) / (f.threads * f.cluster);
     f.iters = f.stream ? static_cast<int>(uniform(1, 4)) : static_cast<int>(per_thread);
+    // Replicas (in place, y_on_x or sum_on, the call runs the config without them).
+    f.replicas = uniform(0, 2) == 0 ? static_cast<int>(2 << uniform(0, 3)) : 1;
     if (f.stream || f.iters * f.vec <= 32) c.config = f;
   }
   return c;
@@ -240,7 +242,7 @@ void run_random(DType t, int count) {
     forced += cases[i].config.has_value();
   }
   MESSAGE(count << " random " << std::string(kjit::dtype_name(t)) << " shapes (" << forced
-                << " with forced stream/cluster configs), " << failures << " failed");
+                << " with forced stream/cluster/replica configs), " << failures << " failed");
 }
 
 Case plain(NormKind k, int64_t rows, int64_t width, DType t) {
@@ -437,6 +439,53 @@ TEST_CASE("layer_norm: graphs replay prepared plans; an unprepared one is a Capt
   });
   ok.launch(stream);
   stream.synchronize();
+}
+
+// One long row runs with replicas (each writes a share of the row) where no output aliases an
+// input, and without them in place; prepare loads both, so either call can be captured. A
+// replica writing over x while another still reads it would make the in-place result wrong.
+TEST_CASE("layer_norm: one row with replicas, and in place without, both prepared for capture") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  LayerNormProblem p = LayerNormProblem::layer_norm(1, 65536, DType::F32);
+  p.residual = true;
+  const size_t n = 65536;
+  const LayerNormConfig chosen = kjit::ops::prepare_layer_norm(rt, p);
+  CAPTURE(chosen.describe());
+  const auto x = kjit::host::random_normal(DType::F32, n, 3.f, 2.f, kjit_test::seed());
+  const auto res = kjit::host::random_normal(DType::F32, n, 0.f, 1.f, kjit_test::seed() + 1);
+  const auto w = kjit::host::random_normal(DType::F32, n, 1.f, 0.3f, 5);
+  const auto b = kjit::host::random_normal(DType::F32, n, 0.f, 0.3f, 6);
+  const auto ref = kjit::reference::layer_norm(p, x, &res, w.data(), b.data(), 1e-5);
+  auto bytes = [](const std::vector<float>& v) { return kjit::host::to_bytes(DType::F32, v); };
+  auto dw = kjit::DeviceBuffer::from_host(rt, bytes(w)),
+       db = kjit::DeviceBuffer::from_host(rt, bytes(b));
+  auto ptr = [](const kjit::DeviceBuffer& d) { return reinterpret_cast<void*>(d.ptr()); };
+  for (int mode = 0; mode < 3; ++mode) {  // 0: own outputs, 1: y over x, 2: sum over residual
+    CAPTURE(mode);
+    auto dx = kjit::DeviceBuffer::from_host(rt, bytes(x));
+    auto dr = kjit::DeviceBuffer::from_host(rt, bytes(res));
+    kjit::DeviceBuffer dy(rt, n * 4), ds(rt, n * 4);
+    dy.fill_bytes(0xFF);
+    ds.fill_bytes(0xFF);
+    void* y = mode == 1 ? ptr(dx) : ptr(dy);
+    void* s = mode == 2 ? ptr(dr) : ptr(ds);
+    kjit::Graph graph(rt, stream, [&] {
+      kjit::ops::layer_norm(rt, p, ptr(dx), ptr(dr), y, s, ptr(dw), ptr(db), {}, stream);
+    });
+    graph.launch(stream);
+    stream.synchronize();
+    const auto got =
+        kjit::host::from_bytes(DType::F32, mode == 1 ? dx.to_host<unsigned char>(n * 4)
+                                                     : dy.to_host<unsigned char>(n * 4));
+    const auto sum =
+        kjit::host::from_bytes(DType::F32, mode == 2 ? dr.to_host<unsigned char>(n * 4)
+                                                     : ds.to_host<unsigned char>(n * 4));
+    const auto e = kjit::host::compare(got, ref.y, 1e-4, 1e-4);
+    CHECK(e.nonfinite == 0);
+    CHECK_MESSAGE(e.allclose, "max abs error " << e.max_abs);
+    CHECK(sum == ref.sum);
+  }
 }
 
 // On sm_90 calls launch with programmatic dependent launch, and grids of at most one wave let the

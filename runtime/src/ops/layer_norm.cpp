@@ -25,7 +25,8 @@ constexpr const char* kPrepareHint =
     "call prepare_layer_norm before capturing (pointers that are not 16-byte aligned use another "
     "plan: make one such call outside the capture first)";
 
-LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f, bool tune) {
+LnKey make_key(const LayerNormProblem& p, bool aligned, bool in_place, const LayerNormConfig* f,
+               bool tune) {
   return LnKey{static_cast<int64_t>(p.kind),
                static_cast<int64_t>(p.dtype),
                static_cast<int64_t>(p.param_dtype),
@@ -34,6 +35,7 @@ LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f
                p.has_bias,
                p.residual,
                aligned,
+               in_place,
                p.rows,
                p.width,
                f != nullptr,
@@ -43,32 +45,41 @@ LnKey make_key(const LayerNormProblem& p, bool aligned, const LayerNormConfig* f
                f ? f->iters : 0,
                f ? f->cluster : 0,
                f ? f->stream : 0,
+               f ? f->replicas : 0,
                tune};
+}
+
+// A config as a call runs it: in place (an output over an input) without replicas, whose writes
+// would land under another replica's reads.
+LayerNormConfig as_run(LayerNormConfig c, bool in_place) {
+  if (in_place) c.replicas = 1;
+  return c;
 }
 
 // The plan for p: found under a shared lock on the hot path; else built once (the first config
 // of layer_norm_configs_for the device can schedule).
-const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned,
+const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned, bool in_place,
                        const LayerNormOptions& opt, CUstream stream) {
   auto& table = rt.extension<LnState>().plans;
   const LayerNormConfig* forced = opt.config ? &*opt.config : nullptr;
   const bool tune = !forced && (opt.autotune || layer_norm_autotune_env());
-  const LnKey key = make_key(p, aligned, forced, tune);
+  const LnKey key = make_key(p, aligned, in_place, forced, tune);
   if (const LnPlan* plan = table.find(key)) return *plan;
   return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
     const op::ProblemScope rec = op::record_problem(
         rt, [&] { return forced ? std::string() : layer_norm_problem_json(p); }, aligned, tune);
     const char* op = norm_kind_name(p.kind);
     if (tune) {
-      auto plan = layer_norm_plan(rt, p, layer_norm_autotune(rt, p, aligned, opt.eps, stream),
-                                  aligned, stream);
+      auto plan = layer_norm_plan(
+          rt, p, as_run(layer_norm_autotune(rt, p, aligned, opt.eps, stream), in_place), aligned,
+          stream);
       // A stored choice this device cannot schedule falls back to the untuned configs below.
       if (plan->kernel.fits(plan->launch)) return plan;
     }
     LayerNormOptions plain = opt;
     plain.autotune = false;
     for (const LayerNormConfig& c : layer_norm_configs_for(p, Target::of(rt), plain, aligned)) {
-      auto plan = layer_norm_plan(rt, p, c, aligned, stream);
+      auto plan = layer_norm_plan(rt, p, as_run(c, in_place), aligned, stream);
       if (plan->kernel.fits(plan->launch)) return plan;
       if (forced)
         op::invalid(op, "config",
@@ -92,13 +103,15 @@ std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
                                         const LayerNormConfig& c, bool aligned, CUstream stream) {
   const char* op = norm_kind_name(p.kind);
   validate_config(p, c, rt.props().cc(), aligned);
-  const int64_t teams = c.threads / c.team;
-  const int64_t ctas = (p.rows + teams - 1) / teams * c.cluster;
-  if (ctas > INT32_MAX)
+  const int64_t teams = c.threads / c.team, per_team = int64_t{c.cluster} * c.replicas;
+  const int64_t blocks = (p.rows + teams - 1) / teams;
+  if (blocks > INT32_MAX / per_team)
     op::invalid(op, "rows",
-                "rows = " + std::to_string(p.rows) + " need " + std::to_string(ctas) +
-                    " CTAs with config " + c.describe() + ", more than a grid holds (2^31-1)",
+                "rows = " + std::to_string(p.rows) + " need " + std::to_string(blocks) + " x " +
+                    std::to_string(per_team) + " CTAs with config " + c.describe() +
+                    ", more than a grid holds (2^31-1)",
                 p.describe());
+  const int64_t ctas = blocks * per_team;
   auto plan = std::make_unique<LnPlan>();
   plan->config = c;
   plan->launch.grid.x = static_cast<unsigned>(ctas);
@@ -165,11 +178,13 @@ void layer_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const voi
   const void* w = p.has_weight ? weight : nullptr;
   const void* b = p.has_bias ? bias : nullptr;
   const bool aligned = aligned16({x, r, y, s, w, b});
+  // validate_call allows no partial overlap: an output over an input is one of these.
+  const bool in_place = y == x || (p.residual && (y == r || s == x || s == r));
   if (p.rows == 0) {  // nothing to do; a forced config must still fit the problem
     if (opt.config) validate_config(p, *opt.config, rt.props().cc(), aligned);
     return;
   }
-  const LnPlan& plan = plan_for(rt, p, aligned, opt, stream);
+  const LnPlan& plan = plan_for(rt, p, aligned, in_place, opt, stream);
   const int width = static_cast<int>(p.width);  // validate: < 2^31
   const long long rows = p.rows;
   plan.kernel(stream, plan.launch, x, r, y, s, w, b, opt.eps, width, rows, plan.trigger);
@@ -190,7 +205,9 @@ LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
     if (opt.config) validate_config(p, *opt.config, rt.props().cc(), true);
     return opt.config ? *opt.config : layer_norm_heuristic(p, Target::of(rt), true);
   }
-  return plan_for(rt, p, true, opt, nullptr).config;
+  const LnPlan& plan = plan_for(rt, p, true, false, opt, nullptr);
+  if (plan.config.replicas > 1) plan_for(rt, p, true, true, opt, nullptr);  // a call in place's
+  return plan.config;
 }
 
 }  // namespace kjit::ops

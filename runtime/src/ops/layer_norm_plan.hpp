@@ -16,9 +16,10 @@ namespace kjit::ops {
 // All int64: a key without padding bytes (the table hashes and compares it bytewise).
 struct LnKey {
   int64_t kind, dtype, param_dtype, activation, has_weight, has_bias, residual, aligned;
+  int64_t in_place;  // an output aliases an input: replicas = 1
   int64_t rows, width;
   // A config forced through LayerNormOptions::config (all zero otherwise).
-  int64_t forced, threads, team, vec, iters, cluster, stream;
+  int64_t forced, threads, team, vec, iters, cluster, stream, replicas;
   int64_t autotune;
 };
 

@@ -47,7 +47,10 @@ struct LayerNormProblem {
 // for medium ones), or a thread-block cluster of `cluster` CTAs (sm_90, statistics merged through
 // distributed shared memory) for long rows or to spread few rows over the SMs. The row is held in
 // registers (`iters` vectors of `vec` elements per thread: x read once), or, with `stream`, read
-// again from memory (L2) for rows no cluster holds.
+// again from memory (L2) for rows no cluster holds. With `replicas` > 1, that many clusters (or
+// CTAs) each read a row for its statistics and each write 1/replicas of it: few rows then load
+// and store less per SM. Only where no output aliases an input: a call in place runs the same
+// config with replicas = 1 (layer_norm_configs_for lists that one too).
 struct LayerNormConfig {
   int threads = 256;  // CTA size: a multiple of 32, <= 1024
   int team = 32;      // threads per row: a power of two <= 32 dividing threads, or == threads
@@ -55,6 +58,7 @@ struct LayerNormConfig {
   int iters = 1;      // vectors per thread held (stream: loaded per step), 1..64
   int cluster = 1;    // CTAs per row (a hardware cluster when > 1: sm_90, team == threads), 1..16
   bool stream = false;
+  int replicas = 1;  // CTAs or clusters per row, each writing a share (team == threads), 1..16
   std::string describe() const;
 };
 
@@ -93,9 +97,10 @@ LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
 // What a call compiles, the one source for the op, kjit-precompile and kjit-bench: the configs a
 // call for p on target t may load, in the op's order of preference, for (un)aligned pointers
 // (opt.config, else the heuristic's; then, for a cluster of more than 8 CTAs, which a device may
-// refuse to schedule, the same row on a portable cluster; with opt.autotune, then every
-// candidate). The op runs the first the device can schedule, or the fastest when autotuning
-// (KJIT_AUTOTUNE is the caller's to fold in).
+// refuse to schedule, the same row on a portable cluster; then, for those with replicas, the
+// same with one, which calls in place run; with opt.autotune, then every candidate). The op
+// runs the first the device can schedule, or the fastest when autotuning (KJIT_AUTOTUNE is the
+// caller's to fold in).
 std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
                                                     const LayerNormOptions& opt, bool aligned);
 // Their specializations, each once, in that order (none for rows == 0).
