@@ -127,13 +127,24 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   inbox_wait(inbox);
   const int k = (threadIdx.x & 31) % kGroup;  // past kCluster: an empty message
   const float4 v = k < kCluster ? slots[k] : make_float4(0.f, 0.f, 0.f, 0.f);
-  const float mean = xor_sum<kGroup>(v.y) / n;
-  float m2_all = 0.f;
-  if constexpr (!kRms) {
-    const float d = v.x > 0.f ? v.w - mean : 0.f;
-    m2_all = xor_sum<kGroup>(v.z + v.x * d * d);
+  if constexpr (kRms) return make_float2(xor_sum<kGroup>(v.y) / n, 0.f);
+  // LayerNorm: the CTAs' M2s moved to one reference, CTA 0's mean r (CTA 0 always holds part of
+  // the row), summed in the same xor tree as the sum, so the two take the latency of one:
+  //   M2 = sum_c (M2_c + n_c (mean_c - r)^2) - n (mean - r)^2.
+  // r is the mean of n / kCluster of the values, so n (mean - r)^2 is at most kCluster times the
+  // spread of the CTAs' means that the subtraction leaves: it loses at most log2(kCluster) + 1
+  // bits of that spread, whatever the row. An inf or NaN anywhere makes M2 NaN, as before.
+  const float r = slots[0].w;
+  const float d = v.x > 0.f ? v.w - r : 0.f;
+  float total = v.y, a = v.z + v.x * d * d;
+#pragma unroll
+  for (int o = kGroup / 2; o > 0; o >>= 1) {
+    total += __shfl_xor_sync(0xffffffffu, total, o);
+    a += __shfl_xor_sync(0xffffffffu, a, o);
   }
-  return make_float2(mean, m2_all / n);
+  const float mean = total / n, dm = mean - r;
+  const float m2_all = fmaf(-n * dm, dm, a);
+  return make_float2(mean, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
 }
 
 }  // namespace rownorm
