@@ -295,21 +295,23 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
   std::vector<LayerNormConfig> out;
   // Held rows within the registers the kernels plan for (see cta_layout): 32 values a thread,
   // 8 with 1024 threads.
+  const bool long_row = nv > int64_t{kMaxHeldThreads} * max_iters(vec);
+  const int max_cluster = t.cc < 90 ? 1 : long_row || p.rows < t.sm_count ? kMaxCluster : 1;
   auto add = [&](int threads, int team, int64_t iters, int cluster, bool stream) {
     if (iters < 1 || iters > 64) return;
     if (!stream && (iters > max_iters(vec) || (threads == 1024 && iters * vec > 8))) return;
     out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream});
-    // And replicated over the SMs a grid leaves idle (16 replicas never won a sweep).
+    // And replicated over the SMs a grid leaves idle: on the largest clusters, where a sweep's
+    // winners were (16 replicas never won).
     const int64_t ctas = std::min<int64_t>(p.rows, t.sm_count) * cluster;  // a row per CTA
-    for (int r = 2; team == threads && r <= kStreamReplicas && ctas * r <= t.sm_count; r *= 2)
+    if (team != threads || cluster < std::min(8, max_cluster)) return;
+    for (int r = 2; r <= kStreamReplicas && ctas * r <= t.sm_count; r *= 2)
       out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream, r});
   };
   // Short rows: a team within a warp. Clusters: for rows one CTA cannot hold, or to spread few
   // rows over the SMs. Streaming: for rows no CTA holds, and for any row past a warp's (its
   // high occupancy can beat holding, as torch.compile's looped reductions do on large tensors).
   const bool short_row = nv <= 32 * max_iters(vec);
-  const bool long_row = nv > int64_t{kMaxHeldThreads} * max_iters(vec);
-  const int max_cluster = t.cc < 90 ? 1 : long_row || p.rows < t.sm_count ? kMaxCluster : 1;
   if (short_row)
     for (int team = 1; team <= 32; team *= 2)
       for (int threads : {128, 256, 512}) add(threads, team, ceil_div(nv, team), 1, false);
