@@ -128,31 +128,35 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   const int k = (threadIdx.x & 31) % kGroup;  // past kCluster: an empty message
   const float4 v = k < kCluster ? slots[k] : make_float4(0.f, 0.f, 0.f, 0.f);
   if constexpr (kRms) return make_float2(xor_sum<kGroup>(v.y) / n, 0.f);
-  // LayerNorm: the CTAs' M2s moved to one reference, CTA 0's mean r (CTA 0 always holds part of
-  // the row), summed in the same xor tree as the sum, so the two take the latency of one:
-  //   M2 = sum_c (M2_c + n_c (mean_c - r)^2) - n (mean - r)^2.
-  // r is the mean of n / kCluster of the values, so n (mean - r)^2 is at most kCluster times the
-  // spread of the CTAs' means that the subtraction leaves: it loses at most log2(kCluster) + 1
-  // bits of that spread, whatever the row. An inf or NaN anywhere makes M2 NaN, as before.
+  // LayerNorm: everything about one reference, CTA 0's mean r (CTA 0 always holds part of the
+  // row), so that one xor tree sums both e = sum_c n_c (mean_c - r) = n (mean - r) and
+  //   a = sum_c (M2_c + n_c (mean_c - r)^2),  M2 = a - n (mean - r)^2 = a - e (e / n):
+  // the latency of one chain of shuffles, not two. r is the mean of n / kCluster of the values,
+  // so n (mean - r)^2 is at most kCluster times the spread of the CTAs' means that the
+  // subtraction leaves (it loses at most log2(kCluster) + 1 bits of it, whatever the row), and
+  // e / n carries its rounding relative to mean - r, not to the mean (rows far from zero).
+  // A NaN or inf in the row makes a CTA's M2 NaN, so M2 is NaN; a squared deviation past the
+  // float range makes a inf, and M2 with it (not inf - inf).
   const float r = slots[0].w;
   const float d = v.x > 0.f ? v.w - r : 0.f;
-  float total = v.y, a = v.z + v.x * d * d;
+  float e = v.x * d, a = v.z + v.x * d * d;
 #pragma unroll
   for (int o = kGroup / 2; o > 0; o >>= 1) {
-    total += __shfl_xor_sync(0xffffffffu, total, o);
+    e += __shfl_xor_sync(0xffffffffu, e, o);
     a += __shfl_xor_sync(0xffffffffu, a, o);
   }
-  const float mean = total / n, dm = mean - r;
-  const float m2_all = fmaf(-n * dm, dm, a);
-  return make_float2(mean, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
+  const float dm = e / n;
+  const float m2_all = isinf(a) ? a : fmaf(-e, dm, a);
+  return make_float2(r + dm, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
 }
 
 }  // namespace rownorm
 
 // x, r, y, sum: [rows, width]; w, b: [width] (null when absent). grid.x = ceil(rows / teams per
 // CTA) * kCluster * kReplicas. y may be x or r, sum may be x or r: each element is read before it
-// is written, by the thread that writes it (streaming passes after the first read `sum`, which
-// this CTA wrote, and a CTA barrier separates every pass). Except with kReplicas > 1: then
+// is written, by the thread that writes it (a streaming second pass reads back the `sum` its
+// thread wrote in the first; with replicas, which its CTA wrote, after a CTA barrier). Except
+// that with kReplicas > 1
 // kReplicas clusters (or CTAs) each read the whole row for its statistics and each write only
 // their share of it (its weight and bias too), so a few rows spread over more SMs, each loading
 // and storing less; a replica's writes would land under another's reads, so no output may alias
@@ -252,7 +256,8 @@ __global__ void __launch_bounds__(kThreads)
   // Streaming: fn(vi, values) for this thread's vectors of the CTA's run (the first pass) or of
   // this replica's share of it (the second), kIters loads in flight at a time. The first pass
   // reads x (+ r, whose rounded sum it writes over the share); the second reads the values to
-  // normalize back (sum, or x).
+  // normalize back (sum, or x). With replicas the second pass maps vectors to other threads than
+  // the first did, so a CTA barrier sits between them (team_sum's is none on one warp).
   auto stream_pass = [&](bool first_pass, L2Hint hint, auto&& fn) {
     const unsigned long long policy = l2_policy(hint);
     const T* src = first_pass || !kResidual ? xr : sr;
@@ -365,6 +370,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   if constexpr (kStream) {
+    if constexpr (kReplicas > 1 && kResidual) __syncthreads();  // the sums other threads wrote
     stream_pass(false, L2Hint::kDrop, [&](int vi, const float(&f)[kVec]) {
       rownorm::Params<P, kVec> wv, bv;
       if constexpr (kHasW) wv.load(w + vi * kVec);

@@ -228,7 +228,7 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
 }
 
 TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per config") {
-  int problems = 0, portable = 0;
+  int problems = 0, portable = 0, replicated = 0;
   for (int i = 0; i < 400; ++i) {
     const LayerNormProblem p = random_problem();
     CAPTURE(p.describe());
@@ -242,12 +242,16 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
           // A config with replicas comes with the one a call in place runs instead.
           LayerNormConfig in_place = c;
           in_place.replicas = 1;
+          replicated += c.replicas > 1;
           CHECK(std::any_of(configs.begin(), configs.end(), [&](const LayerNormConfig& o) {
             return o.describe() == in_place.describe();
           }));
         }
-        portable += configs.size() > 1;
-        if (configs.size() > 1) CHECK(configs[1].cluster <= 8);
+        if (configs[0].cluster > 8) {  // then the same row on a portable cluster
+          ++portable;
+          REQUIRE(configs.size() > 1);
+          CHECK(configs[1].cluster <= 8);
+        }
         const auto a = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);
         const auto b = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);
         REQUIRE(a.size() == b.size());
@@ -257,7 +261,9 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
       }
   }
   CHECK(portable > 0);
-  MESSAGE(problems << " problem/target pairs, " << portable << " with a portable-cluster fallback");
+  CHECK(replicated > 0);
+  MESSAGE(problems << " problem/target pairs, " << portable << " with a portable-cluster fallback, "
+                   << replicated << " configs with replicas");
   // A forced config is the one config (and kernel) a call uses.
   LayerNormProblem p = LayerNormProblem::rms_norm(10, 4096, DType::F16);
   kjit::ops::LayerNormOptions opt;

@@ -65,21 +65,25 @@ const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned, boo
   const bool tune = !forced && (opt.autotune || layer_norm_autotune_env());
   const LnKey key = make_key(p, aligned, in_place, forced, tune);
   if (const LnPlan* plan = table.find(key)) return *plan;
+  if (in_place) {  // the plan of the same call on other outputs, without replicas: tuned once
+    const LnPlan& base = plan_for(rt, p, aligned, false, opt, stream);
+    return *table.find_or_build(
+        key, [&] { return layer_norm_plan(rt, p, as_run(base.config, true), aligned, stream); });
+  }
   return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
     const op::ProblemScope rec = op::record_problem(
         rt, [&] { return forced ? std::string() : layer_norm_problem_json(p); }, aligned, tune);
     const char* op = norm_kind_name(p.kind);
     if (tune) {
-      auto plan = layer_norm_plan(
-          rt, p, as_run(layer_norm_autotune(rt, p, aligned, opt.eps, stream), in_place), aligned,
-          stream);
+      auto plan = layer_norm_plan(rt, p, layer_norm_autotune(rt, p, aligned, opt.eps, stream),
+                                  aligned, stream);
       // A stored choice this device cannot schedule falls back to the untuned configs below.
       if (plan->kernel.fits(plan->launch)) return plan;
     }
     LayerNormOptions plain = opt;
     plain.autotune = false;
     for (const LayerNormConfig& c : layer_norm_configs_for(p, Target::of(rt), plain, aligned)) {
-      auto plan = layer_norm_plan(rt, p, as_run(c, in_place), aligned, stream);
+      auto plan = layer_norm_plan(rt, p, c, aligned, stream);
       if (plan->kernel.fits(plan->launch)) return plan;
       if (forced)
         op::invalid(op, "config",
@@ -205,9 +209,8 @@ LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
     if (opt.config) validate_config(p, *opt.config, rt.props().cc(), true);
     return opt.config ? *opt.config : layer_norm_heuristic(p, Target::of(rt), true);
   }
-  const LnPlan& plan = plan_for(rt, p, true, false, opt, nullptr);
-  if (plan.config.replicas > 1) plan_for(rt, p, true, true, opt, nullptr);  // a call in place's
-  return plan.config;
+  plan_for(rt, p, true, true, opt, nullptr);  // a call in place's, from the plan below
+  return plan_for(rt, p, true, false, opt, nullptr).config;
 }
 
 }  // namespace kjit::ops

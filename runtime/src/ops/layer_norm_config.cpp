@@ -216,8 +216,9 @@ void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc
 //  4. Rows no cluster holds (or any that needs more than one CTA before sm_90) stream: 512
 //     threads, 4 loads in flight each, clusters spreading few rows on sm_90.
 //  5. CTA teams (rules 2-4) whose grid leaves half the SMs idle or more: replicas, doubled while
-//     the grid fits the SMs, up to 4 held (then at most 16 values per thread: 16-bit rows on
-//     twice the threads, 2 vectors each) and 8 streamed. Each replica loads the row but only its
+//     the grid fits the SMs, up to 4 held (then threads doubled and iters halved while a thread
+//     holds over 16 values, iters is even and the CTA under 512 threads: a 16-bit row of 65536
+//     on 256 x 2, not 128 x 4) and 8 streamed. Each replica loads the row but only its
 //     share of the weight and bias, and stores only its share. H200, 1 x 65536, us: LayerNorm
 //     fp32 2.69 -> 2.40, bf16 2.39 -> 2.26 (256 x 2; 2.34 on 128 x 4), RMSNorm fp32 2.27 ->
 //     2.03, bf16 2.07 -> 1.91; LayerNorm fp32 1 x 2^20 (streamed) 28.3 -> 14.5; 4 x 65536 (R 2)
