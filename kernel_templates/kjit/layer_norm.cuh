@@ -156,14 +156,13 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
 // CTA) * kCluster * kReplicas. y may be x or r, sum may be x or r: each element is read before it
 // is written, by the thread that writes it (a streaming second pass reads back the `sum` its
 // thread wrote in the first; with replicas, which its CTA wrote, after a CTA barrier). Except
-// that with kReplicas > 1
-// kReplicas clusters (or CTAs) each read the whole row for its statistics and each write only
-// their share of it (its weight and bias too), so a few rows spread over more SMs, each loading
-// and storing less; a replica's writes would land under another's reads, so no output may alias
-// an input (the host runs kReplicas = 1 then). trigger != 0: let the stream's next kernel be
-// scheduled at once (the host sets it for grids of at most one wave, where that hides the next
-// launch's latency; its pdl_wait still waits for this kernel to complete). Never with clusters:
-// see layer_norm.cpp.
+// with kReplicas > 1: kReplicas clusters (or CTAs) each read the whole row for its statistics and
+// each write only their share of it (loading that share of the weight and bias), so few rows
+// spread over more SMs, each loading and storing less; a replica's writes would land under
+// another's reads, so no output may alias an input (the host runs kReplicas = 1 then).
+// trigger != 0: let the stream's next kernel be scheduled at once (the host sets it for grids of
+// at most one wave, where that hides the next launch's latency; its pdl_wait still waits for this
+// kernel to complete). Never with clusters: see layer_norm.cpp.
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
           int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream>
 __global__ void __launch_bounds__(kThreads)
