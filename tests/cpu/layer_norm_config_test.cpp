@@ -240,8 +240,7 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
         for (const LayerNormConfig& c : configs) {
           check_config(p, c, cc, aligned);
           // A config with replicas comes with the one a call in place runs instead.
-          LayerNormConfig in_place = c;
-          in_place.replicas = 1;
+          const LayerNormConfig in_place = kjit::ops::without_replicas(c);
           replicated += c.replicas > 1;
           CHECK(std::any_of(configs.begin(), configs.end(), [&](const LayerNormConfig& o) {
             return o.describe() == in_place.describe();

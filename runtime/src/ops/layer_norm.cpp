@@ -49,13 +49,6 @@ LnKey make_key(const LayerNormProblem& p, bool aligned, bool in_place, const Lay
                tune};
 }
 
-// A config as a call runs it: in place (an output over an input) without replicas, whose writes
-// would land under another replica's reads.
-LayerNormConfig as_run(LayerNormConfig c, bool in_place) {
-  if (in_place) c.replicas = 1;
-  return c;
-}
-
 // The plan for p: found under a shared lock on the hot path; else built once (the first config
 // of layer_norm_configs_for the device can schedule).
 const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned, bool in_place,
@@ -67,8 +60,9 @@ const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned, boo
   if (const LnPlan* plan = table.find(key)) return *plan;
   if (in_place) {  // the plan of the same call on other outputs, without replicas: tuned once
     const LnPlan& base = plan_for(rt, p, aligned, false, opt, stream);
-    return *table.find_or_build(
-        key, [&] { return layer_norm_plan(rt, p, as_run(base.config, true), aligned, stream); });
+    return *table.find_or_build(key, [&] {
+      return layer_norm_plan(rt, p, without_replicas(base.config), aligned, stream);
+    });
   }
   return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
     const op::ProblemScope rec = op::record_problem(

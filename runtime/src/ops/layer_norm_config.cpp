@@ -132,6 +132,11 @@ std::string LayerNormProblem::describe() const {
          (activation != Activation::None ? " " + activation_text(activation) : "");
 }
 
+LayerNormConfig without_replicas(LayerNormConfig c) {
+  c.replicas = 1;
+  return c;
+}
+
 std::string LayerNormConfig::describe() const {
   return "threads=" + std::to_string(threads) + " team=" + std::to_string(team) +
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
@@ -304,8 +309,8 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
     out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream});
     // And replicated over the SMs a grid leaves idle: on the largest clusters, where a sweep's
     // winners were (16 replicas never won).
-    const int64_t ctas = std::min<int64_t>(p.rows, t.sm_count) * cluster;  // a row per CTA
     if (team != threads || cluster < std::min(8, max_cluster)) return;
+    const int64_t ctas = std::min<int64_t>(p.rows, t.sm_count) * cluster;  // a row per CTA
     for (int r = 2; r <= kStreamReplicas && ctas * r <= t.sm_count; r *= 2)
       out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream, r});
   };
@@ -324,6 +329,13 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
   return out;
 }
 
+// Appends c unless out already has it (configs are the same when they describe the same).
+static void add_new(std::vector<LayerNormConfig>& out, const LayerNormConfig& c) {
+  if (std::none_of(out.begin(), out.end(),
+                   [&](const LayerNormConfig& o) { return o.describe() == c.describe(); }))
+    out.push_back(c);
+}
+
 std::vector<LayerNormConfig> layer_norm_candidates(const LayerNormProblem& p, const Target& t,
                                                    bool aligned) {
   std::vector<LayerNormConfig> out{layer_norm_heuristic(p, t, aligned)};
@@ -333,10 +345,7 @@ std::vector<LayerNormConfig> layer_norm_candidates(const LayerNormProblem& p, co
     } catch (const Error&) {
       continue;
     }
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const LayerNormConfig& o) {
-      return o.describe() == c.describe();
-    });
-    if (!seen) out.push_back(c);
+    add_new(out, c);
   }
   return out;
 }
@@ -348,18 +357,9 @@ std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, c
   if (!opt.config && out[0].cluster > 8) out.push_back(heuristic(p, t, aligned, 8));
   // What a call in place runs instead of a config with replicas (their writes would land under
   // each other's reads).
-  for (size_t i = 0, n = out.size(); i < n; ++i) {
-    LayerNormConfig c = out[i];
-    c.replicas = 1;
-    if (std::none_of(out.begin(), out.end(),
-                     [&](const LayerNormConfig& o) { return o.describe() == c.describe(); }))
-      out.push_back(c);
-  }
+  for (size_t i = 0, n = out.size(); i < n; ++i) add_new(out, without_replicas(out[i]));
   if (!opt.config && opt.autotune)
-    for (const LayerNormConfig& c : layer_norm_candidates(p, t, aligned))
-      if (std::none_of(out.begin(), out.end(),
-                       [&](const LayerNormConfig& o) { return o.describe() == c.describe(); }))
-        out.push_back(c);
+    for (const LayerNormConfig& c : layer_norm_candidates(p, t, aligned)) add_new(out, c);
   return out;
 }
 

@@ -94,6 +94,10 @@ void rms_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const void*
 LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
                                    const LayerNormOptions& opt = {});
 
+// c as a call in place runs it: replicas = 1 (one replica's writes would land under another's
+// reads of the row).
+LayerNormConfig without_replicas(LayerNormConfig c);
+
 // What a call compiles, the one source for the op, kjit-precompile and kjit-bench: the configs a
 // call for p on target t may load, in the op's order of preference, for (un)aligned pointers
 // (opt.config, else the heuristic's; then, for a cluster of more than 8 CTAs, which a device may
