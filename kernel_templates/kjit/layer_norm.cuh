@@ -9,10 +9,11 @@
 //
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
 // deviations from its own mean); streaming, each thread keeps Welford's (count, mean, M2) in the
-// one statistics read instead. A cluster's CTAs then send (count, sum, M2, mean) to one another
-// through distributed shared memory and combine them with the parallel-variance formula. RMSNorm
-// sums squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
-// inf - inf), makes the row's statistics NaN.
+// one statistics read instead (a streamed cluster's CTA then combines them in one reduction). A
+// cluster's CTAs then send (count, sum, M2, mean) to one another through distributed shared memory
+// and combine them with the parallel-variance formula. RMSNorm sums squares. NaN and inf propagate
+// as in PyTorch: a NaN in a row, or an inf (whose deviation is inf - inf), makes the row's
+// statistics NaN.
 #pragma once
 
 #include "kjit/activation.cuh"
@@ -105,6 +106,55 @@ constexpr int pow2_at_least(int v) {
   return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2);
 }
 
+// A CTA's (mean, M2 about it) from each thread's own (n, m, m2 about m), in one CTA barrier
+// instead of two (a sum, then the squared deviations from its mean). Each warp sums its lanes'
+// moments about lane 0's mean r_w, the CTA its warps' about warp 0's r_0: e = sum n (m - r) = c
+// (mean - r) and a = sum (m2 + n (m - r)^2) = M2 + c (mean - r)^2, so M2 = a - e (e / c), which
+// loses log2(a / M2) bits. As r is the mean of one thread's own values, which M2 counts, a / M2 is
+// at most 1 + c / n whatever the row (33 in a warp, 257 in a CTA of 256), and near 1 on most rows.
+// Past 3 bits, in a warp or in the CTA (r an outlier, or a row whose first values differ from the
+// rest), the CTA sums each thread's m2 moved to the mean (the parallel-variance rule, exact) with
+// a second barrier. NaN or inf values make M2 NaN (an inf's deviation is inf - inf) by that
+// path; squared deviations past the float range make it inf.
+template <int kThreads>
+__forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4* warps,
+                                   float* scratch) {
+  constexpr int kWarps = kThreads / 32;
+  const float r = __shfl_sync(0xffffffffu, m, 0);
+  const float d = n > 0.f ? m - r : 0.f;
+  float c = n, e = n * d, a = fmaf(n * d, d, m2);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+    e += __shfl_xor_sync(0xffffffffu, e, o);
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+  }
+  if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = make_float4(c, e, a, r);
+  __syncthreads();
+  // Lane l takes warp l % kGroup's moments, moved from its r_k to ref (e + c dl and
+  // a + dl (2 e + c dl)), and xor shuffles add them within groups of kGroup lanes: the same tree,
+  // so the same bits, in every lane (one shared load each: 8 float4s per thread took 26 registers).
+  constexpr int kGroup = pow2_at_least(kWarps);
+  const int k = (threadIdx.x & 31) % kGroup;
+  const float ref = warps[0].w;
+  const float4 v = k < kWarps ? warps[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+  const float dl = v.x > 0.f ? v.w - ref : 0.f;
+  float ec = fmaf(v.x, dl, v.y), ac = fmaf(dl, fmaf(v.x, dl, 2.f * v.y), v.z);
+  // A warp's own M2 below a / 8 (or NaN): a NaN sum sends the CTA to the exact path.
+  if (v.x > 0.f && !(fmaf(-v.y, __fdividef(v.y, v.x), v.z) * 8.f >= v.z))
+    ac = __int_as_float(0x7fffffff);
+#pragma unroll
+  for (int o = kGroup / 2; o > 0; o >>= 1) {
+    ec += __shfl_xor_sync(0xffffffffu, ec, o);
+    ac += __shfl_xor_sync(0xffffffffu, ac, o);
+  }
+  if (!(cnt > 0.f)) return make_float2(0.f, 0.f);
+  const float dm = ec / cnt, mean = ref + dm, m2c = fmaf(-ec, dm, ac);
+  if (m2c * 8.f >= ac) return make_float2(mean, m2c);  // also inf; NaN falls through
+  const float dt = n > 0.f ? m - mean : 0.f;
+  return make_float2(mean, team_sum<kThreads, kThreads>(fmaf(n * dt, dt, m2), scratch));
+}
+
 // A row's statistics across a cluster. Lane k of each CTA's warp 0 sends the CTA's (count, sum,
 // M2 about its own mean, that mean; for RMSNorm only the sum counts) to CTA k's inbox (see
 // kjit/cluster.cuh); then every warp of every CTA combines the kCluster messages itself: lane l
@@ -163,9 +213,11 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
 // trigger != 0: let the stream's next kernel be scheduled at once (the host sets it for grids of
 // at most one wave, where that hides the next launch's latency; its pdl_wait still waits for this
 // kernel to complete). Never with clusters: see layer_norm.cpp.
+// A 256-thread stream without a residual is held to 48 registers, 5 CTAs per SM (LayerNorm fp32
+// 16384x4096 on the H200: 129.3 -> 128.1 us); with a residual that cap cost 284 -> 305 us.
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
           int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kStream && !kResidual && kThreads == 256 ? 5 : 0)
     row_norm(const T* x, const T* r, T* y, T* sum, const P* __restrict__ w, const P* __restrict__ b,
              float eps, int width, long long rows, int trigger) {
   constexpr int kTeams = kThreads / kTpr;
@@ -180,9 +232,10 @@ __global__ void __launch_bounds__(kThreads)
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
 #endif
 
-  __shared__ float red1[32], red2[32];  // one per team reduction
-  __shared__ float4 slots[kCluster];    // the cluster's statistics, one message per CTA
-  __shared__ unsigned long long inbox;  // counts the messages' bytes (cluster_stats)
+  __shared__ float red1[32], red2[32];            // one per team reduction
+  __shared__ float4 warp_moments[kThreads / 32];  // LayerNorm's per-warp moments (cta_moments)
+  __shared__ float4 slots[kCluster];              // the cluster's statistics, one message per CTA
+  __shared__ unsigned long long inbox;            // counts the messages' bytes (cluster_stats)
   if constexpr (kCluster > 1) {
     if (threadIdx.x == 0) inbox_init(&inbox);
     cluster_arrive_relaxed();  // this CTA runs and its inbox is ready (see cluster_stats)
@@ -294,12 +347,18 @@ __global__ void __launch_bounds__(kThreads)
 
   // Pass 1: sum (LayerNorm) or sum of squares (RMSNorm) over what this CTA or team holds.
   // Streaming LayerNorm also keeps each thread's (count, mean, M2) by Welford's update, one
-  // vector at a time, so that the squared deviations need no second pass over memory.
+  // vector at a time, so that the squared deviations need no second pass over memory. A streamed
+  // cluster then combines those in one CTA reduction instead of two (rownorm::cta_moments; one
+  // fp32 row of 2^20 on the H200: 14.7 -> 13.9 us). Held clusters keep the two: with the moments
+  // (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
+  constexpr bool kCtaMoments = !kRms && kCluster > 1 && kStream;
   float part = 0.f;
   rownorm::Welford own;
   auto add1 = [&](const float(&f)[kVec]) {
+    if constexpr (!kCtaMoments) {
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) part = kRms ? fmaf(f[j], f[j], part) : part + f[j];
+      for (int j = 0; j < kVec; ++j) part = kRms ? fmaf(f[j], f[j], part) : part + f[j];
+    }
     if constexpr (kStream && !kRms) own.add(f);
   };
   if constexpr (kStream) {
@@ -313,34 +372,42 @@ __global__ void __launch_bounds__(kThreads)
       add1(f);
     }
   }
-  const float s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
   const float cnt = static_cast<float>(kCluster > 1 ? (last - first) * kVec : width);
-  // A cluster's RMSNorm divides once, after the exchange: this division would delay its message
-  // (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
-  const float local_mean = cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, cnt) : 0.f;
-
-  // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the held
-  // values, or when streaming, each thread's M2 moved to that mean (the parallel-variance rule).
-  float m2 = 0.f;
-  if constexpr (!kRms) {
-    float dev = 0.f;
-    if constexpr (kStream) {
-      const float d = own.n > 0.f ? own.mean - local_mean : 0.f;
-      dev = own.m2 + own.n * d * d;
-    } else {
+  float s1 = 0.f, local_mean = 0.f, m2 = 0.f;
+  if constexpr (kCtaMoments) {
+    // A streamed cluster's LayerNorm: each thread's own moments, then one CTA reduction.
+    const float2 mm =
+        rownorm::cta_moments<kThreads>(own.n, own.mean, own.m2, cnt, warp_moments, red2);
+    local_mean = mm.x;
+    m2 = mm.y;
+    s1 = local_mean * cnt;
+  } else {
+    s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
+    // A cluster's RMSNorm divides once, after the exchange: this division would delay its
+    // message (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
+    local_mean = cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, cnt) : 0.f;
+    // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the held
+    // values, or when streaming, each thread's M2 moved to that mean (the parallel-variance rule).
+    if constexpr (!kRms) {
+      float dev = 0.f;
+      if constexpr (kStream) {
+        const float d = own.n > 0.f ? own.mean - local_mean : 0.f;
+        dev = own.m2 + own.n * d * d;
+      } else {
 #pragma unroll
-      for (int i = 0; i < kIters; ++i) {
-        if (first + i * kTpr + t >= last) continue;
-        float f[kVec];
-        unpack_floats(held[i], f);
+        for (int i = 0; i < kIters; ++i) {
+          if (first + i * kTpr + t >= last) continue;
+          float f[kVec];
+          unpack_floats(held[i], f);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float d = f[j] - local_mean;
-          dev = fmaf(d, d, dev);
+          for (int j = 0; j < kVec; ++j) {
+            const float d = f[j] - local_mean;
+            dev = fmaf(d, d, dev);
+          }
         }
       }
+      m2 = rownorm::team_sum<kThreads, kTpr>(dev, red2);
     }
-    m2 = rownorm::team_sum<kThreads, kTpr>(dev, red2);
   }
 
   float mean = local_mean, var = cnt > 0.f ? m2 / cnt : 0.f;

@@ -38,7 +38,7 @@ struct Case {
   bool y_on_x = false;        // y written over x
   int sum_on = 0;             // 0: its own buffer, 1: over x, 2: over residual
   float eps = 1e-5f;
-  int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row, 4: outliers
+  int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row, 4-6: outliers
   float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation; std 0:
                                      // every element x_mean (it must be exact in the dtype)
   std::optional<LayerNormConfig> config;
@@ -74,6 +74,15 @@ void inject(const Case& cs, std::vector<float>* x) {
   const size_t w = static_cast<size_t>(p.width);
   if (cs.special == 4) {  // 1e4 off the mean every 512 elements: where held CTAs' shares start
     for (size_t at = 0; at < x->size(); at += 512) (*x)[at] = cs.x_mean + 1e4f;
+    return;
+  }
+  if (cs.special == 5) {  // each row's first sixteenth 1e4 off: a cluster's CTA 0, a CTA's warp 0
+    for (size_t at = 0; at < x->size(); ++at)
+      if (at % w < (w + 15) / 16) (*x)[at] += 1e4f;
+    return;
+  }
+  if (cs.special == 6) {  // +-1e4 every 97 elements: some warps' lane 0, not others'
+    for (size_t at = 0; at < x->size(); at += 97) (*x)[at] += at % 2 ? 1e4f : -1e4f;
     return;
   }
   for (int64_t row = 0; row < p.rows; row += 3) {
@@ -333,8 +342,10 @@ TEST_CASE("layer_norm: unaligned pointers, in place and aliased sums, NaN and in
 // take two passes. Both must hold up where a sum of squares would cancel (mean 100, std 1: 7e-5
 // relative L2 error from E[x^2] - E[x]^2 in fp32, 2e-6 from the kernels, checked at 1e-5), and
 // propagate NaN and inf, alone, across a cluster, and on the scalar path.
-// Outliers (special 4) sit where held CTAs' shares start: statistics taken about a CTA's first
-// value instead of its mean would cancel there (measured and not kept: docs/PERF.md).
+// Outliers (specials 4-6) sit where held CTAs' shares start, in a row's first sixteenth (CTA 0 of
+// a 16-CTA cluster), or at some warps' lane 0: a cluster's CTAs take their moments about one
+// thread's mean (rownorm::cta_moments), which must notice when that cancels and take the exact
+// path, and the cluster's combine moves every CTA to CTA 0's mean.
 TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, NaN and inf") {
   kjit::Stream stream(runtime());
   const bool clusters = runtime().props().cc() >= 90;
@@ -357,10 +368,10 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
     // of ~100 in one fp32 chain, whose rounding (1.2e-5 relative L2, H200) exceeds the check.
     if (width < 65536) configs.push_back({32, 32, vec, 2, 1, true, 4});
     for (const LayerNormConfig& f : configs) {
-      for (int special : {0, 1, 2, 3, 4}) {
+      for (int special : {0, 1, 2, 3, 4, 5, 6}) {
         Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
         c.config = f;
-        const bool far = special == 0 || special == 4;
+        const bool far = special == 0 || special >= 4;
         c.x_mean = far ? 100.f : 1.5f;
         c.x_std = far ? 1.f : 2.f;
         c.special = special;
