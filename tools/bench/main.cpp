@@ -21,15 +21,19 @@
 namespace {
 
 // --problem values through the op registry: a bad one fails before any device work.
-std::vector<std::unique_ptr<kjit::op::OpProblem>> parse_problems(
-    const std::vector<std::string>& args) {
-  std::vector<std::unique_ptr<kjit::op::OpProblem>> out;
+struct Problem {
+  std::string op;
+  std::unique_ptr<kjit::op::OpProblem> p;
+};
+
+std::vector<Problem> parse_problems(const std::vector<std::string>& args) {
+  std::vector<Problem> out;
   for (size_t i = 0; i < args.size(); ++i) {
     try {
       const nlohmann::json j = kjit::tools::parse_problem_arg(args[i]);
       kjit::tools::check_marks(j);  // a key given twice, a number no double holds
       const std::string op = j.value("op", "");
-      out.push_back(kjit::op::find_op(op).parse(kjit::tools::op_fields(j, op)));
+      out.push_back({op, kjit::op::find_op(op).parse(kjit::tools::op_fields(j, op))});
     } catch (const kjit::tools::EntryError& e) {
       throw kjit::Error::invalid(
           e.field(), "--problem[" + std::to_string(i) + "] '" + args[i] +
@@ -43,7 +47,7 @@ std::vector<std::unique_ptr<kjit::op::OpProblem>> parse_problems(
 }
 
 struct Inputs {
-  std::vector<std::unique_ptr<kjit::op::OpProblem>> problems;
+  std::vector<Problem> problems;
   std::vector<kjit_bench::Case> cases;
 };
 
@@ -80,14 +84,21 @@ int run(int argc, char** argv) {
   app.add_option("--json", json_file, "write all results to this file")
       ->check(kjit::tools::not_empty);
   // Split here, not by CLI11's delimiter, which drops empty pieces ('--op layer_norm,').
-  app.add_option(
-         "--op", only_ops,
-         "only these ops, comma-separated (group_norm, linear_gn_min, layer_norm, rms_norm)")
+  app.add_option("--op", only_ops,
+                 "only the cases and problems of these registered ops, comma-separated (e.g. "
+                 "layer_norm,rms_norm; kjit-precompile --list-ops lists them)")
       ->check([](const std::string& value) -> std::string {
-        for (const std::string& op : kjit::tools::split_commas({value}))
-          if (op != "group_norm" && op != "linear_gn_min" && op != "layer_norm" && op != "rms_norm")
+        for (const std::string& op : kjit::tools::split_commas({value})) {
+          try {
+            kjit::op::find_op(op);
+          } catch (const kjit::Error&) {
+            std::string known;
+            for (const std::string& name : kjit::op::registered_ops())
+              known += (known.empty() ? "" : ", ") + name;
             return "op '" + kjit::tools::printable(op) +
-                   "' must be group_norm, linear_gn_min, layer_norm or rms_norm";
+                   "' is not registered (registered: " + known + ")";
+          }
+        }
         return "";
       });
   app.add_option("--replays", s.replays, "graph replays per case (median taken)")
@@ -181,7 +192,9 @@ int run(int argc, char** argv) {
       std::fflush(stdout);
       out["results"].push_back(row);
     }
-    for (const auto& p : problems) {
+    for (const auto& [op, p] : problems) {
+      if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), op) == only_ops.end())
+        continue;
       nlohmann::json row = kjit_bench::run_problem(rt, stream, *p, s);
       row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
       if (!row.value("correct", true)) all_correct = false;
