@@ -10,9 +10,9 @@ kjit.torch registers the ops as torch custom ops for torch.compile. docs/PYTHON.
 """
 
 from . import _kjit as _native
-from ._errors import (CaptureCompileError, CompileError, CublasError, CudaError, Error,
-                      InvalidArgumentError, IoError, NoDeviceError, NoDriverError, NotFoundError,
-                      NvrtcError, UnsupportedError)
+from ._errors import (ArgumentTypeError, CaptureCompileError, CompileError, CublasError,
+                      CudaError, Error, InvalidArgumentError, IoError, NoDeviceError,
+                      NoDriverError, NotFoundError, NvrtcError, UnsupportedError)
 from ._kernels import Kernel, compile, kernel
 from ._ops import group_norm, layer_norm, linear_gn_min, prepack_linear_gn_min, prepare, rms_norm
 from ._tensors import _find_torch
@@ -58,8 +58,8 @@ def nvrtc_version():
 _find_torch()
 
 __all__ = [
-    "CaptureCompileError", "CompileError", "CublasError", "CudaError", "Error",
-    "InvalidArgumentError", "IoError", "Kernel", "LinearGnMinWeights", "NoDeviceError",
+    "ArgumentTypeError", "CaptureCompileError", "CompileError", "CublasError", "CudaError",
+    "Error", "InvalidArgumentError", "IoError", "Kernel", "LinearGnMinWeights", "NoDeviceError",
     "NoDriverError", "NotFoundError", "NvrtcError", "UnsupportedError", "autotune",
     "cache_stats", "compile", "gpu_available", "gpu_status", "group_norm", "kernel", "layer_norm",
     "linear_gn_min", "nvrtc_version", "prepack_linear_gn_min", "prepare", "rms_norm", "version",

@@ -4,7 +4,8 @@ Every error the native module raises is one of these, carrying kjit's code name 
 message (``str(e)``, naming the bad value and the rule), the NVRTC log of a compile error
 (``.log``; also in the message) and, for an invalid argument, the argument or field it is about
 (``.field``: "x", "groups", "eps", ...). Invalid arguments are also ``ValueError``s, so code
-that catches ValueError for bad input keeps working.
+that catches ValueError for bad input keeps working; an argument of the wrong type (a list where
+a tensor goes, text where a float goes) is an ``ArgumentTypeError``, also a ``TypeError``.
 """
 
 
@@ -23,6 +24,11 @@ class InvalidArgumentError(Error, ValueError):
     """A value breaks a documented rule (shape, dtype, layout, device, groups, eps, ...)."""
 
     code = "invalid_argument"
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type: both an InvalidArgumentError (``.field`` names it) and,
+    as Python's own functions raise for a wrong type, a TypeError."""
 
 
 class NoDriverError(Error):
@@ -94,6 +100,9 @@ _BY_CODE = {
 }
 
 
-def _from_native(code, message, log, field):
-    """The exception for a kjit::Error (called by the native module's translator)."""
+def _from_native(code, message, log, field, wrong_type=False):
+    """The exception for a kjit::Error (called by the native module's translator); wrong_type:
+    the argument's type, not its value, broke the rule."""
+    if wrong_type and code == InvalidArgumentError.code:
+        return ArgumentTypeError(message, log, field)
     return _BY_CODE.get(code, Error)(message, log, field)

@@ -20,7 +20,7 @@ import os
 import sys
 
 from . import _kjit as _native
-from ._errors import InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError
 from ._tensors import is_bool, is_torch, plain, stream_for
 
 
@@ -78,8 +78,8 @@ def _read_source(source):
     elif isinstance(source, str):
         _refuse_path_as_text(source)
     if not isinstance(source, str):
-        raise InvalidArgumentError("kjit.kernel: source must be CUDA C++ text or a path, not %s"
-                                   % type(source).__name__, field="source")
+        raise ArgumentTypeError("kjit.kernel: source must be CUDA C++ text or a path, not %s"
+                                % type(source).__name__, field="source")
     nul = source.find("\0")
     if nul >= 0:
         raise InvalidArgumentError("kjit.kernel: source holds a NUL byte at offset %d: a source is "
@@ -94,8 +94,8 @@ def _read_source(source):
 
 def _require_str(value, field):
     if not isinstance(value, str):
-        raise InvalidArgumentError("kjit.kernel: %s must be a str, not %s (%r)"
-                                   % (field, type(value).__name__, value), field=field)
+        raise ArgumentTypeError("kjit.kernel: %s must be a str, not %s (%r)"
+                                % (field, type(value).__name__, value), field=field)
     if "\0" in value:
         raise InvalidArgumentError("kjit.kernel: %s %r holds a NUL byte" % (field, value),
                                    field=field)
@@ -111,8 +111,8 @@ def _header_name(text):
 def _names(seq, field):
     """types= / values= as a list: one str (or int) there is a mistake, not a list of its parts."""
     if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
-        raise InvalidArgumentError("kjit.kernel: %s must be a list or tuple, not %r (e.g. %s=[%r])"
-                                   % (field, seq, field, seq), field=field)
+        raise ArgumentTypeError("kjit.kernel: %s must be a list or tuple, not %r (e.g. %s=[%r])"
+                                % (field, seq, field, seq), field=field)
     return list(seq)
 
 
@@ -195,9 +195,9 @@ def _shared_bytes(shared):
         try:
             n = operator.index(shared)
         except TypeError:
-            raise InvalidArgumentError("kjit.kernel: shared must be an int (bytes of dynamic "
-                                       "shared memory), not %s (%r)"
-                                       % (type(shared).__name__, shared), field="shared") from None
+            raise ArgumentTypeError("kjit.kernel: shared must be an int (bytes of dynamic "
+                                    "shared memory), not %s (%r)"
+                                    % (type(shared).__name__, shared), field="shared") from None
     if not 0 <= n < 2**32:
         raise InvalidArgumentError("kjit.kernel: shared = %d bytes is out of range (0 .. 2^32-1)"
                                    % n, field="shared")

@@ -15,7 +15,7 @@ import sys
 
 from . import _kjit as _native
 from . import _tensors
-from ._errors import InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError
 from ._tensors import (dl, empty_f32, empty_like, is_bool, is_torch, plain, stream_for,
                        stream_handle)
 
@@ -45,9 +45,8 @@ def _activation(name):
     code = _activations.get(name) if isinstance(name, str) else None
     if code is None:
         if not isinstance(name, str):
-            raise InvalidArgumentError("activation must be a name ('silu', 'none', 'gelu', "
-                                       "'gelu_tanh', 'relu'), not %r" % (name,),
-                                       field="activation")
+            raise ArgumentTypeError("activation must be a name ('silu', 'none', 'gelu', "
+                                    "'gelu_tanh', 'relu'), not %r" % (name,), field="activation")
         code = _activations[name] = _native.parse_activation(name)
     return code
 
@@ -56,21 +55,21 @@ def _precision(name):
     code = _precisions.get(name) if isinstance(name, str) else None
     if code is None:
         if not isinstance(name, str):
-            raise InvalidArgumentError("precision must be a name ('fp32', 'tf32', 'bf16-inputs', "
-                                       "'fp32x3'), not %r" % (name,), field="precision")
+            raise ArgumentTypeError("precision must be a name ('fp32', 'tf32', 'bf16-inputs', "
+                                    "'fp32x3'), not %r" % (name,), field="precision")
         code = _precisions[name] = _native.parse_precision(name)
     return code
 
 
 def _check_scalars(op, ints, floats):
-    """After the native module refused an argument's type: a TypeError that names the argument
-    (nanobind's names only the private native function's signature)."""
+    """After the native module refused an argument's type: an ArgumentTypeError (a TypeError)
+    that names the argument (nanobind's names only the private native function's signature)."""
     for name, v in ints:
         try:
             i = operator.index(v)
         except TypeError:
-            raise TypeError("%s: %s must be an int, not %s (%r)"
-                            % (op, name, type(v).__name__, v)) from None
+            raise ArgumentTypeError("%s: %s must be an int, not %s (%r)"
+                                    % (op, name, type(v).__name__, v), field=name) from None
         if not -2**63 <= i < 2**63:
             raise InvalidArgumentError("%s: %s = %d does not fit a 64-bit int" % (op, name, i),
                                        field=name)
@@ -80,8 +79,8 @@ def _check_scalars(op, ints, floats):
                 raise TypeError(v)  # float("1e-5") parses; the native module takes no text
             float(v)
         except (TypeError, ValueError):
-            raise TypeError("%s: %s must be a float, not %s (%r)"
-                            % (op, name, type(v).__name__, v)) from None
+            raise ArgumentTypeError("%s: %s must be a float, not %s (%r)"
+                                    % (op, name, type(v).__name__, v), field=name) from None
         except OverflowError:
             raise InvalidArgumentError("%s: %s = %r does not fit a float" % (op, name, v),
                                        field=name) from None
@@ -350,8 +349,8 @@ def _check_normalized_shape(op, x, normalized_shape):
     else:
         ns = None
     if ns is None or not _all_ints(ns):
-        raise InvalidArgumentError("%s: normalized_shape must be an int, a tuple of ints or None, "
-                                   "not %r" % (op, normalized_shape), field="normalized_shape")
+        raise ArgumentTypeError("%s: normalized_shape must be an int, a tuple of ints or None, "
+                                "not %r" % (op, normalized_shape), field="normalized_shape")
     shape = getattr(x, "shape", None)
     if shape is None or len(shape) == 0:
         return  # x itself is wrong: the call names it

@@ -82,7 +82,7 @@ def stream_handle(stream):
         from ._errors import InvalidArgumentError
         raise InvalidArgumentError("kjit: stream = %d is no stream handle (0 .. 2^64-1)" % stream,
                                    field="stream")
-    from ._errors import InvalidArgumentError
+    from ._errors import ArgumentTypeError, InvalidArgumentError
     if hasattr(stream, "__cuda_stream__"):
         h = stream.__cuda_stream__()
         h = h[1] if isinstance(h, tuple) and len(h) == 2 else None
@@ -95,7 +95,7 @@ def stream_handle(stream):
         h = getattr(stream, attr, None)
         if type(h) is int:  # not a bool
             return stream_handle(h)
-    raise InvalidArgumentError(
+    raise ArgumentTypeError(
         "kjit: stream must be an int handle, a torch.cuda.Stream, a CuPy stream or an object "
         "with __cuda_stream__, not %s" % type(stream).__name__, field="stream")
 
@@ -117,9 +117,9 @@ def empty_like(x):
     if is_torch(x):
         return sys.modules["torch"].empty_like(x)
     if not hasattr(x, "__dlpack__"):
-        from ._errors import InvalidArgumentError
-        raise InvalidArgumentError("kjit: x must be a tensor (DLPack), not %s" % type(x).__name__,
-                                   field="x")
+        from ._errors import ArgumentTypeError
+        raise ArgumentTypeError("kjit: x must be a tensor (DLPack), not %s" % type(x).__name__,
+                                field="x")
     ns = getattr(x, "__array_namespace__", None)
     if ns is not None:
         return ns().empty_like(x)

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "kjit/error.hpp"
+#include "tensors.hpp"
 
 namespace kjit::py {
 
@@ -15,12 +16,13 @@ namespace {
 // The Python classes live in kjit/_errors.py (where users see them); this is the only place an
 // error crosses over, so an import per error costs nothing on the hot path and keeps no Python
 // object alive in C++ past interpreter shutdown.
-void raise_kjit_error(const Error& e) {
+void raise_kjit_error(const Error& e, bool wrong_type) {
   try {
     nb::object make = nb::module_::import_("kjit._errors").attr("_from_native");
     nb::object field = nb::none();
     if (!e.field().empty()) field = nb::str(e.field().c_str());
-    nb::object exc = make(errc_name(e.code()), e.what(), nb::str(e.log().c_str()), field);
+    nb::object exc =
+        make(errc_name(e.code()), e.what(), nb::str(e.log().c_str()), field, wrong_type);
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   } catch (nb::python_error& pe) {
     pe.restore();  // kjit._errors itself failed: that error is the more useful one
@@ -35,8 +37,10 @@ void bind_errors(nb::module_& m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
+    } catch (const WrongType& e) {
+      raise_kjit_error(e, true);
     } catch (const Error& e) {
-      raise_kjit_error(e);
+      raise_kjit_error(e, false);
     }
   });
   m.def("_raise_for_test", [](const std::string& code, const std::string& msg,

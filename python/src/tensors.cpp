@@ -108,6 +108,10 @@ void bad_arg(const char* op, const char* field, const std::string& rule) {
   throw Error::invalid(field, std::string(op) + ": " + field + " " + rule);
 }
 
+void bad_type(const char* op, const char* field, const std::string& rule) {
+  throw WrongType(Error::invalid(field, std::string(op) + ": " + field + " " + rule));
+}
+
 TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writable) {
   TensorArg t;
   t.name = name;
@@ -127,8 +131,8 @@ TensorArg tensor_arg(const char* op, const char* name, nb::handle h, bool writab
   } else {
     nb::ndarray<nb::ro> a;
     if (!nb::try_cast(h, a, false))
-      bad_arg(op, name,
-              "must be a tensor (DLPack), not " + std::string(nb::type_name(h.type()).c_str()));
+      bad_type(op, name,
+               "must be a tensor (DLPack), not " + std::string(nb::type_name(h.type()).c_str()));
     ndim = a.ndim();
     dt = a.dtype();
     if (ndim <= kMaxDims) fill(op, t, a);
@@ -148,9 +152,9 @@ void* device_pointer(const char* op, const char* what, size_t index, nb::handle 
   if (!ok || a.device_type() != 2 || (device >= 0 && a.device_id() != device)) {
     const std::string name = std::string(what) + "[" + std::to_string(index) + "]";
     if (!ok)
-      bad_arg(op, name.c_str(),
-              "must be a tensor (DLPack), an int, a float, a bool or bytes, not " +
-                  std::string(nb::type_name(h.type()).c_str()));
+      bad_type(op, name.c_str(),
+               "must be a tensor (DLPack), an int, a float, a bool or bytes, not " +
+                   std::string(nb::type_name(h.type()).c_str()));
     TensorArg t;
     t.name = name.c_str();
     t.device_type = a.device_type();

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kjit/dtype.hpp"
+#include "kjit/error.hpp"
 
 namespace kjit::py {
 
@@ -58,5 +60,11 @@ void require_same_shape(const char* op, const TensorArg& x, const TensorArg& out
 float eps_arg(const char* op, double eps);
 // An InvalidArgument about argument `field` of `op`: "<op>: <field> <rule>".
 [[noreturn]] void bad_arg(const char* op, const char* field, const std::string& rule);
+// The same for an argument of the wrong type (a list where a tensor goes): Python sees a
+// kjit.ArgumentTypeError, both an InvalidArgumentError and a TypeError (errors.cpp).
+struct WrongType : Error {
+  explicit WrongType(Error e) : Error(std::move(e)) {}
+};
+[[noreturn]] void bad_type(const char* op, const char* field, const std::string& rule);
 
 }  // namespace kjit::py

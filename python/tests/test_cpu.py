@@ -453,6 +453,34 @@ def test_kernel_types_and_values_are_checked():
         kjit.compile(GOOD, "scale", types=[3])
 
 
+def test_wrong_types_are_type_errors_and_invalid_arguments():
+    # Python's convention (TypeError) and kjit's (InvalidArgumentError, .field) at once, whether
+    # the Python layer or the native module finds the wrong type.
+    x = f32(2, 8, 4)
+    calls = [
+        ("x", lambda: kjit.layer_norm([1.0, 2.0])),                 # the Python layer
+        ("x", lambda: kjit.group_norm(None, 4)),
+        ("weight", lambda: kjit.layer_norm(f32(4, 8), weight=[1.0] * 8)),  # the native module
+        ("eps", lambda: kjit.layer_norm(f32(4, 8), eps="1e-5")),
+        ("num_groups", lambda: kjit.group_norm(x, "4")),
+        ("activation", lambda: kjit.group_norm(x, 4, activation=3)),
+        ("normalized_shape", lambda: kjit.layer_norm(f32(4, 8), 8.0)),
+        ("stream", lambda: kjit.group_norm(x, 4, stream="s")),
+        ("source", lambda: kjit.compile(123, "k")),
+        ("name", lambda: kjit.compile(GOOD, 5)),
+    ]
+    for field, call in calls:
+        with pytest.raises(kjit.ArgumentTypeError) as e:
+            call()
+        assert isinstance(e.value, TypeError) and isinstance(e.value, kjit.InvalidArgumentError)
+        assert e.value.field == field, (field, str(e.value))
+        assert e.value.code == "invalid_argument"
+    # A value of the right type that breaks a rule is no TypeError.
+    with pytest.raises(kjit.InvalidArgumentError) as e:
+        kjit.group_norm(x, 3)
+    assert not isinstance(e.value, TypeError)
+
+
 def test_wrong_argument_types_name_the_argument():
     x, w, v = f32(2, 8, 4), f32(64, 32), f32(64)
     # TypeErrors that name the public argument, not the private native signature.
