@@ -280,6 +280,11 @@ int run(int argc, char** argv) {
   app.add_flag("--list-ops", list_ops, "print the ops a manifest may name and exit");
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
   arch_args = kjit::tools::split_commas(arch_args);
+  // -a sm_90,sm_90: one target, and one entry in --print-manifest's "archs".
+  for (size_t i = arch_args.size(); i-- > 0;)
+    if (std::find(arch_args.begin(), arch_args.begin() + static_cast<long>(i), arch_args[i]) !=
+        arch_args.begin() + static_cast<long>(i))
+      arch_args.erase(arch_args.begin() + static_cast<long>(i));
 
   if (list_ops) {
     for (const std::string& name : kjit::op::registered_ops()) std::printf("%s\n", name.c_str());

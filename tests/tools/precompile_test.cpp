@@ -314,6 +314,11 @@ TEST_CASE("precompile: plain output off a terminal, usage errors exit 2") {
                                          {"K", 8192},
                                          {"N", 8192},
                                          {"groups", 512}});
+  // An arch given twice is one target.
+  auto archs =
+      run_tool("kjit-precompile", "--print-manifest -a sm_90 -a sm_90,sm_80 -a sm_90", dir.path);
+  REQUIRE(archs.rc == 0);
+  CHECK(archs.json()["archs"] == json{"sm_90", "sm_80"});
   // A problem that fails its checks is reported, not echoed.
   auto bad = run_tool("kjit-precompile",
                       "--print-manifest -p 'group_norm f32 8x256x4x4 g=32' "
