@@ -114,8 +114,8 @@ constexpr int pow2_at_least(int v) {
 // at most 1 + c / n whatever the row (33 in a warp, 257 in a CTA of 256), and near 1 on most rows.
 // Past 3 bits, in a warp or in the CTA (r an outlier, or a row whose first values differ from the
 // rest), the CTA sums each thread's m2 moved to the mean (the parallel-variance rule, exact) with
-// a second barrier. NaN or inf values make M2 NaN (an inf's deviation is inf - inf) by that
-// path; squared deviations past the float range make it inf.
+// a second barrier, as when a overflows. NaN or inf values make M2 NaN (an inf's deviation is
+// inf - inf) by that path; squared deviations from the mean past the float range make it inf.
 template <int kThreads>
 __forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4* warps,
                                    float* scratch) {
@@ -150,7 +150,9 @@ __forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4
   }
   if (!(cnt > 0.f)) return make_float2(0.f, 0.f);
   const float dm = ec / cnt, mean = ref + dm, m2c = fmaf(-ec, dm, ac);
-  if (m2c * 8.f >= ac) return make_float2(mean, m2c);  // also inf; NaN falls through
+  // a may overflow where M2 does not (it is up to 1 + c / n times M2): inf, like NaN, falls
+  // through to the exact path, which gives inf only when M2 itself overflows.
+  if (m2c * 8.f >= ac && !isinf(ac)) return make_float2(mean, m2c);
   const float dt = n > 0.f ? m - mean : 0.f;
   return make_float2(mean, team_sum<kThreads, kThreads>(fmaf(n * dt, dt, m2), scratch));
 }
@@ -200,6 +202,15 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   return make_float2(r + dm, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
 }
 
+// The kernel's CTAs per SM to fit in registers (__launch_bounds__; 0: no cap). A 256-thread fp32
+// stream without a residual is held to 48 registers, 5 CTAs per SM (LayerNorm 16384x4096 on the
+// H200: 130.2 -> 128.7 us, with 8 bytes spilled); with a residual that cap cost 284 -> 305 us.
+// 16-bit streams were not measured with it.
+template <class T>
+constexpr int min_ctas(bool stream, bool residual, int threads) {
+  return stream && !residual && threads == 256 && sizeof(T) == 4 ? 5 : 0;
+}
+
 }  // namespace rownorm
 
 // x, r, y, sum: [rows, width]; w, b: [width] (null when absent). grid.x = ceil(rows / teams per
@@ -213,11 +224,9 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
 // trigger != 0: let the stream's next kernel be scheduled at once (the host sets it for grids of
 // at most one wave, where that hides the next launch's latency; its pdl_wait still waits for this
 // kernel to complete). Never with clusters: see layer_norm.cpp.
-// A 256-thread stream without a residual is held to 48 registers, 5 CTAs per SM (LayerNorm fp32
-// 16384x4096 on the H200: 129.3 -> 128.1 us); with a residual that cap cost 284 -> 305 us.
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
           int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream>
-__global__ void __launch_bounds__(kThreads, kStream && !kResidual && kThreads == 256 ? 5 : 0)
+__global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResidual, kThreads))
     row_norm(const T* x, const T* r, T* y, T* sum, const P* __restrict__ w, const P* __restrict__ b,
              float eps, int width, long long rows, int trigger) {
   constexpr int kTeams = kThreads / kTpr;
@@ -379,8 +388,7 @@ __global__ void __launch_bounds__(kThreads, kStream && !kResidual && kThreads ==
     const float2 mm =
         rownorm::cta_moments<kThreads>(own.n, own.mean, own.m2, cnt, warp_moments, red2);
     local_mean = mm.x;
-    m2 = mm.y;
-    s1 = local_mean * cnt;
+    m2 = mm.y;  // (s1 stays 0: a LayerNorm cluster's message carries the mean and M2)
   } else {
     s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
     // A cluster's RMSNorm divides once, after the exchange: this division would delay its

@@ -38,7 +38,8 @@ struct Case {
   bool y_on_x = false;        // y written over x
   int sum_on = 0;             // 0: its own buffer, 1: over x, 2: over residual
   float eps = 1e-5f;
-  int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row, 4-6: outliers
+  int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row, 4-6: outliers,
+                    // 7: squared deviations near the float range
   float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation; std 0:
                                      // every element x_mean (it must be exact in the dtype)
   std::optional<LayerNormConfig> config;
@@ -76,7 +77,15 @@ void inject(const Case& cs, std::vector<float>* x) {
     for (size_t at = 0; at < x->size(); at += 512) (*x)[at] = cs.x_mean + 1e4f;
     return;
   }
-  if (cs.special == 5) {  // each row's first sixteenth 1e4 off: a cluster's CTA 0, a CTA's warp 0
+  if (cs.special == 7) {  // 2e17 on the first 128 of every 1024 elements of a row's first quarter:
+    // a streamed cluster's CTA sums squared deviations from its warp 0's mean, which overflow
+    // fp32 (~6e38) where those from the mean (~1e38) do not
+    for (size_t at = 0; at < x->size(); ++at)
+      if (at % w < w / 4 && at % w % 1024 < 128) (*x)[at] = 2e17f;
+    return;
+  }
+  if (cs.special == 5) {  // each row's first sixteenth 1e4 off: a cluster's CTA 0, a CTA's first
+                          // warps (taking those as the reference costs 2 bits, no fallback)
     for (size_t at = 0; at < x->size(); ++at)
       if (at % w < (w + 15) / 16) (*x)[at] += 1e4f;
     return;
@@ -368,7 +377,7 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
     // of ~100 in one fp32 chain, whose rounding (1.2e-5 relative L2, H200) exceeds the check.
     if (width < 65536) configs.push_back({32, 32, vec, 2, 1, true, 4});
     for (const LayerNormConfig& f : configs) {
-      for (int special : {0, 1, 2, 3, 4, 5, 6}) {
+      for (int special : {0, 1, 2, 3, 4, 5, 6, 7}) {
         Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
         c.config = f;
         const bool far = special == 0 || special >= 4;
