@@ -346,3 +346,16 @@ TEST_CASE("layer_norm autotune candidates: the heuristic's first, each valid and
   CHECK(cluster);
   CHECK(stream);
 }
+
+// The GPU test of rownorm::cta_moments launches kjit::test_cta_moments at these sizes.
+TEST_CASE("layer_norm: the cta_moments test kernel compiles for sm_90 and sm_80") {
+  kjit_test::CompileProbe probe;
+  for (int threads : {32, 64, 96, 256, 1024})
+    for (const char* arch : {"sm_90", "sm_80"}) {
+      kjit::Spec s("kjit/test_row_norm.cuh", "kjit::test_cta_moments");
+      s.value(threads);
+      INFO(s.instantiation() << " " << arch);
+      CHECK_FALSE(probe.compile(s, arch).binary.empty());
+    }
+  MESSAGE(probe.summary("cta_moments test kernels"));
+}
