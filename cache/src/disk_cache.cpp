@@ -87,18 +87,26 @@ DiskCache::Impl::Impl(Options o)
   }
 }
 
+// A missing folder is an empty read-only cache; one that exists but cannot be opened (a file at
+// its path, no permission) is a mistake worth a warning, or every lookup would quietly miss.
 void DiskCache::Impl::check_readable() {
   Folder v1;
   std::string why;
-  if (open_v1(false, &v1, &why) == OpenStatus::Untrusted) refuse(why);
+  const OpenStatus s = open_v1(false, &v1, &why);
+  if (s == OpenStatus::Untrusted) return refuse(why);
+  if (s == OpenStatus::Failed) return unusable(why);
+  if (s != OpenStatus::Missing) return;
+  for (const std::string& path : {root, root + "/" + std::string(kVersionFolder)}) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      return unusable(path + ": not a directory");
+  }
 }
 
 void DiskCache::Impl::unusable(const std::string& why) {
-  if (mode == Mode::ReadWrite) {
-    read_only_reason = why;
-    if (first_time_for("read-only " + opts.dir))
-      warn("cache dir " + opts.dir + " cannot be used (" + why + "); using no cache");
-  }
+  read_only_reason = why;
+  if (first_time_for("read-only " + opts.dir))
+    warn("cache dir " + opts.dir + " cannot be used (" + why + "); using no cache");
   mode = Mode::ReadOnly;  // every lookup a miss: the folder cannot be reached
 }
 

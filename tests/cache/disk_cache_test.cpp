@@ -134,6 +134,24 @@ TEST_CASE("read-only mode on a missing folder creates nothing") {
   CHECK_FALSE(exists(tmp / "missing"));
 }
 
+TEST_CASE("read-only mode on a file, or over a file where its version folder goes, says why") {
+  TempDir tmp;
+  const std::string file = tmp / "file";
+  write_file(file, "not a cache");
+  REQUIRE(::mkdir((tmp / "top").c_str(), 0700) == 0);
+  write_file(tmp / "top/v1", "not a folder");
+  for (const std::string& dir : {file, tmp / "top"}) {
+    CAPTURE(dir);
+    DiskCache ro(options_for(dir, Mode::ReadOnly));
+    CHECK(ro.mode() == Mode::ReadOnly);
+    CHECK(ro.read_only_reason().find("not a directory") != std::string::npos);
+    CHECK_FALSE(ro.get(key_of("k")));
+  }
+  CHECK(read_file(file) == "not a cache");
+  DiskCache missing(options_for(tmp / "missing", Mode::ReadOnly));
+  CHECK(missing.read_only_reason().empty());  // a folder not made yet is an empty cache
+}
+
 TEST_CASE("a hit refreshes an old entry's mtime, a recent one is left alone") {
   TempDir tmp;
   DiskCache cache(options_for(tmp.path()));
