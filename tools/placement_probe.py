@@ -80,7 +80,10 @@ def main():
         print("placement_probe: no CUDA device: nothing to measure")
         return 0
 
-    kj = Kjit(os.path.join(a.build, "runtime", "libkjit_c.so"))
+    lib = os.path.join(a.build, "runtime", "libkjit_c.so")
+    if not os.path.isfile(lib):
+        ap.error(f"--build {a.build!r}: no {lib} (build the tree first)")
+    kj = Kjit(lib)
     x0, w0, b0 = operands(a.op, a.rows, a.width, DTYPES[a.dtype])
     n = max(2, -(-ROTATE_BYTES // (2 * x0.numel() * x0.element_size())))
     fns = variants(kj, a.op, a.dtype, x0, w0, b0, n)
