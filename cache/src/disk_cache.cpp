@@ -42,6 +42,32 @@ bool first_time_for(const std::string& what) {
   return seen.insert(what).second;
 }
 
+// Why lookups could not search `f` (no execute permission for this process), or empty. Asks the
+// kernel with a name that is never an entry: ENOENT means the folder is searchable.
+std::string search_problem(const Folder& f) {
+  struct stat st;
+  if (::fstatat(f.fd(), ".kjit-search-probe", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno == ENOENT)
+    return {};
+  return f.path() + ": cannot search it: " + errno_text(errno);
+}
+
+// For a cache folder that is missing: the deepest existing path on the way down to `path`, when
+// it is something other than a folder (a file where a folder goes, at any level), or cannot be
+// looked at; empty when the rest is merely not made yet.
+std::string blocked_path(std::string p) {
+  for (;;) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return {};
+      return p + (S_ISLNK(st.st_mode) ? ": is a symbolic link" : ": not a directory");
+    }
+    if (errno != ENOENT && errno != ENOTDIR) return p + ": " + errno_text(errno);
+    const size_t slash = p.find_last_of('/');
+    if (slash == std::string::npos || p == "/") return {};
+    p = slash == 0 ? "/" : p.substr(0, slash);
+  }
+}
+
 int stall_ms_from_env() {
   const char* v = std::getenv(kStallEnv);
   return v ? std::atoi(v) : 0;
@@ -87,27 +113,30 @@ DiskCache::Impl::Impl(Options o)
   }
 }
 
-// A missing folder is an empty read-only cache; one that exists but cannot be opened (a file at
-// its path, no permission) is a mistake worth a warning, or every lookup would quietly miss.
+// A missing folder is an empty read-only cache; one that exists but cannot be opened or
+// searched (a file at its path or above it, no permission) is a mistake worth a warning, or every
+// lookup would quietly miss (or count a read error).
 void DiskCache::Impl::check_readable() {
-  Folder v1;
+  Folder top, v1;
   std::string why;
-  const OpenStatus s = open_v1(false, &v1, &why);
+  OpenStatus s = Folder::open(root, false, trust.get(), &top, &why);
+  if (s == OpenStatus::Ok) {
+    if (why = search_problem(top); !why.empty()) return unusable(why);
+    s = top.sub(kVersionFolder, false, trust.get(), &v1, &why);
+    if (s == OpenStatus::Ok && !(why = search_problem(v1)).empty()) return unusable(why);
+  }
   if (s == OpenStatus::Untrusted) return refuse(why);
   if (s == OpenStatus::Failed) return unusable(why);
   if (s != OpenStatus::Missing) return;
-  for (const std::string& path : {root, root + "/" + std::string(kVersionFolder)}) {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-      return unusable(path + ": not a directory");
-  }
+  if (why = blocked_path(root + "/" + std::string(kVersionFolder)); !why.empty()) unusable(why);
 }
 
 void DiskCache::Impl::unusable(const std::string& why) {
   read_only_reason = why;
-  if (first_time_for("read-only " + opts.dir))
+  if (first_time_for("unusable " + opts.dir))
     warn("cache dir " + opts.dir + " cannot be used (" + why + "); using no cache");
-  mode = Mode::ReadOnly;  // every lookup a miss: the folder cannot be reached
+  mode = Mode::ReadOnly;  // nothing is written, and with `unreachable` every lookup misses
+  unreachable = true;
 }
 
 void DiskCache::Impl::refuse(const std::string& why) {
@@ -119,7 +148,8 @@ void DiskCache::Impl::refuse(const std::string& why) {
 }
 
 // Creating a file is the only honest test: access() says yes to root on a 0555 folder and knows
-// nothing about read-only bind mounts.
+// nothing about read-only bind mounts. A folder that cannot be written is then checked as a
+// read-only one is, so that one that cannot be read either says so the same way in both modes.
 void DiskCache::Impl::check_writable() {
   Folder v1;
   std::string why;
@@ -134,6 +164,8 @@ void DiskCache::Impl::check_writable() {
       why = v1.path() + ": cannot create a file in it: " + errno_text(errno);
   }
   if (why.empty()) return;
+  check_readable();
+  if (mode == Mode::Off || unreachable) return;
   read_only_reason = why;
   mode = Mode::ReadOnly;
   if (first_time_for("read-only " + opts.dir))
@@ -145,6 +177,10 @@ void DiskCache::Impl::warn(const std::string& message) const {
 }
 
 OpenStatus DiskCache::Impl::open_v1(bool create, Folder* v1, std::string* why) const {
+  if (unreachable) {
+    *why = read_only_reason;
+    return OpenStatus::Missing;  // a miss, as the warning said: "using no cache"
+  }
   Folder top;
   const OpenStatus s = Folder::open(root, create, trust.get(), &top, why);
   return s == OpenStatus::Ok ? top.sub(kVersionFolder, create, trust.get(), v1, why) : s;

@@ -23,8 +23,12 @@ struct DiskCache::Impl {
   std::string root;  // opts.dir resolved (a symlink given by the user is followed once, here)
   Mode mode;
   int stall_write_ms;
-  std::string read_only_reason;  // why a ReadWrite cache fell back to ReadOnly
+  std::string read_only_reason;  // why a ReadWrite cache fell back to ReadOnly, or is unusable
   std::string refused_reason;    // why the trust policy turned the cache off
+  // Set (only) by the constructor when the folder cannot be used at all: no lookup or listing
+  // touches the path again (an unresolved path is never opened; one whose folders change later is
+  // not read without the checks it failed).
+  bool unreachable = false;
 
   std::atomic<uint64_t> hits{0}, misses{0}, compiles{0}, corrupt{0};
   std::atomic<uint64_t> read_errors{0}, write_errors{0}, evictions{0}, oversized{0};

@@ -44,6 +44,22 @@ struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
 };
 
+// A folder above the cache folder, by the descriptor this walk opened (not by path: nothing can
+// be swapped in between the check and the use).
+OpenStatus check_ancestor(const Folder& f, const std::string& path, const Trust* trust,
+                          std::string* why) {
+  if (!trust) return OpenStatus::Ok;
+  struct stat st;
+  if (::fstat(f.fd(), &st) != 0) {
+    *why = path + ": " + errno_text(errno);
+    return OpenStatus::Failed;
+  }
+  const std::string problem = trust->ancestor_problem(st);
+  if (problem.empty()) return OpenStatus::Ok;
+  *why = path + " " + problem;
+  return OpenStatus::Untrusted;
+}
+
 }  // namespace
 
 OpenStatus Folder::finish(UniqueFd fd, std::string path, const Trust* trust, Folder* out,
@@ -69,11 +85,16 @@ OpenStatus Folder::finish(UniqueFd fd, std::string path, const Trust* trust, Fol
 // this walk itself made (mkdirat returned 0) gets its mode set.
 OpenStatus Folder::open(const std::string& path, bool create, const Trust* trust, Folder* out,
                         std::string* why) {
+  if (path.empty() || path[0] != '/') {  // never resolved against whatever the cwd is now
+    *why = path + ": not an absolute path";
+    return OpenStatus::Failed;
+  }
   Folder at(open_fd("/", O_RDONLY | O_DIRECTORY), "");
   if (!at.valid()) {
     *why = "/: " + errno_text(errno);
     return OpenStatus::Failed;
   }
+  if (const OpenStatus s = check_ancestor(at, "/", trust, why); s != OpenStatus::Ok) return s;
   size_t pos = 1;
   while (pos <= path.size()) {
     const size_t end = std::min(path.find('/', pos), path.size());
@@ -81,10 +102,10 @@ OpenStatus Folder::open(const std::string& path, bool create, const Trust* trust
     pos = end + 1;
     if (name.empty()) continue;
     Folder next;
-    // Folders above the cache are checked as ancestors at open (Trust::chain_problem); the last
-    // one is the cache folder, checked here.
+    // The last folder is the cache folder (the folder rule); those above it, ancestors.
     const bool last = pos > path.size();
-    const OpenStatus s = at.sub(name, create, last ? trust : nullptr, &next, why, trust);
+    OpenStatus s = at.sub(name, create, last ? trust : nullptr, &next, why, trust);
+    if (s == OpenStatus::Ok && !last) s = check_ancestor(next, next.path(), trust, why);
     if (s != OpenStatus::Ok) return s;
     at = std::move(next);
   }

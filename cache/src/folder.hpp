@@ -26,10 +26,11 @@ class Folder {
  public:
   Folder() = default;
 
-  // The folder at `path` (absolute, resolved by resolve_path, its chain already trusted), made
-  // with `trust`'s mode (and any missing parents) when `create`. `trust` checks its owner and
-  // mode; nullptr skips that (for deleting, which never reads). On failure `why` says
-  // "<path>: <reason>".
+  // The folder at `path` (absolute, resolved by resolve_path), made with `trust`'s mode (and any
+  // missing parents) when `create`. `trust` checks its owner and mode, and every folder above it
+  // as it is walked (Trust::ancestor_problem: one made or swapped in since the cache was opened
+  // is caught here); nullptr skips that (for deleting, which never reads). A relative path is
+  // refused (Failed). On failure `why` says "<path>: <reason>".
   static OpenStatus open(const std::string& path, bool create, const Trust* trust, Folder* out,
                          std::string* why);
   // The subfolder `name`, as open() does. A folder it makes gets `made_with`'s mode and group

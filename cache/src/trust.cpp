@@ -139,6 +139,11 @@ std::string Trust::file_problem(const struct stat& st) const {
   return p.empty() ? write_problem(st, false) : p;
 }
 
+std::string Trust::ancestor_problem(const struct stat& st) const {
+  std::string p = owner_problem(st);
+  return p.empty() ? write_problem(st, true) : p;
+}
+
 std::string Trust::chain_problem(const std::string& path) const {
   std::string p = path;
   for (bool first = true;; first = false) {
@@ -149,8 +154,7 @@ std::string Trust::chain_problem(const std::string& path) const {
     if (seen && S_ISLNK(st.st_mode))
       return p + " is a symbolic link (swapped in after it was resolved)";
     if (seen && S_ISDIR(st.st_mode)) {
-      std::string why = owner_problem(st);
-      if (why.empty()) why = write_problem(st, !first);
+      std::string why = first ? folder_problem(st) : ancestor_problem(st);
       if (!why.empty()) return p + " " + why;
     } else if (!seen && errno != ENOENT && errno != ENOTDIR) {
       return p + ": " + errno_text(errno);

@@ -34,6 +34,9 @@ class Trust {
   // exist yet are skipped: kjit makes them). The first problem found, prefixed with the folder's
   // path; empty when the whole chain is trusted.
   std::string chain_problem(const std::string& path) const;
+  // A folder above the cache folder: owned by the user, root or (shared) a team member, and
+  // writable by no one else unless sticky (/tmp). Empty when trusted, else the rule it breaks.
+  std::string ancestor_problem(const struct stat& st) const;
 
  private:
   std::string owner_problem(const struct stat& st) const;

@@ -140,12 +140,24 @@ TEST_CASE("read-only mode on a file, or over a file where its version folder goe
   write_file(file, "not a cache");
   REQUIRE(::mkdir((tmp / "top").c_str(), 0700) == 0);
   write_file(tmp / "top/v1", "not a folder");
-  for (const std::string& dir : {file, tmp / "top"}) {
-    CAPTURE(dir);
-    DiskCache ro(options_for(dir, Mode::ReadOnly));
-    CHECK(ro.mode() == Mode::ReadOnly);
-    CHECK(ro.read_only_reason().find("not a directory") != std::string::npos);
-    CHECK_FALSE(ro.get(key_of("k")));
+  // A file above the folder too (found by review: ro said nothing there, rw named the file), and
+  // either mode says the same: a folder that cannot be read is no cache, whatever was asked.
+  struct Case {
+    std::string dir, blocked;
+  };
+  for (const Case& c : {Case{file, file}, Case{tmp / "top", tmp / "top/v1"},
+                        Case{file + "/cache", file}, Case{file + "/a/b", file}}) {
+    for (const Mode mode : {Mode::ReadOnly, Mode::ReadWrite}) {
+      CAPTURE(c.dir);
+      CAPTURE(static_cast<int>(mode));
+      DiskCache cache(options_for(c.dir, mode));
+      CHECK(cache.mode() == Mode::ReadOnly);
+      CHECK(cache.read_only_reason() == c.blocked + ": not a directory");
+      CHECK_FALSE(cache.get(key_of("k")));
+      CHECK_FALSE(cache.put(key_of("k"), entry_of("m")));
+      const Stats s = cache.stats();
+      CHECK(s.read_errors + s.write_errors + s.untrusted == 0);
+    }
   }
   CHECK(read_file(file) == "not a cache");
   DiskCache missing(options_for(tmp / "missing", Mode::ReadOnly));

@@ -46,6 +46,17 @@ void chmod_tree(const std::string& root, mode_t dirs, mode_t files) {
     ::chmod(kv.first.c_str(), S_ISDIR(std::get<2>(kv.second)) ? dirs : files);
 }
 
+// In a child: stderr into `log`, and as root, become nobody (root ignores permission bits, which
+// these cases are about). 0, or the code of the step that failed.
+int log_stderr_as_nobody(const std::string& log) {
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) return 20;
+  if (::geteuid() == 0 &&
+      (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0))
+    return 21;
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("a folder that is not writable falls back to read-only with one warning") {
@@ -60,12 +71,7 @@ TEST_CASE("a folder that is not writable falls back to read-only with one warnin
   const Tree before = snapshot(tmp.path());
   const std::string log = side / "stderr";
   int rc = in_child([&] {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) return 20;
-    if (::geteuid() == 0) {
-      if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0)
-        return 21;
-    }
+    if (int err = log_stderr_as_nobody(log)) return err;
     if (::access(dir.c_str(), W_OK) == 0) return 22;  // the scenario would be meaningless
     int r = exercise_read_only(options_for(dir), present, absent);
     if (r) return r;
@@ -123,4 +129,102 @@ TEST_CASE("Mode::ReadOnly on a writable folder writes nothing") {
   const Tree before = snapshot(tmp.path());
   CHECK(exercise_read_only(options_for(tmp.path(), Mode::ReadOnly), present, absent) == 0);
   CHECK(snapshot(tmp.path()) == before);
+}
+
+// Found by review: a cache that warned "using no cache" because its path could not be resolved
+// still looked entries up, through the unresolved path (relative: against whatever the working
+// folder was by then) and without the checks of the folders above it that it never ran.
+TEST_CASE("a cache that cannot be used never reads its path again") {
+  TempDir tmp;
+  const std::string real = tmp / "real";
+  populate(real, key_of("k"));
+  // A working folder deleted under the process: "./<real>" resolves against nothing.
+  char old[4096];
+  REQUIRE(::getcwd(old, sizeof old));
+  REQUIRE(::mkdir((tmp / "gone").c_str(), 0700) == 0);
+  REQUIRE(::chdir((tmp / "gone").c_str()) == 0);
+  REQUIRE(::rmdir((tmp / "gone").c_str()) == 0);
+  DiskCache relative(options_for("." + real, Mode::ReadOnly));
+  REQUIRE(::chdir(old) == 0);
+  // A symlink loop: resolving fails with ELOOP.
+  REQUIRE(::symlink((tmp / "loop").c_str(), (tmp / "loop").c_str()) == 0);
+  DiskCache loop(options_for(tmp / "loop", Mode::ReadOnly));
+  DiskCache loop_rw(options_for(tmp / "loop"));
+  for (DiskCache* c : {&relative, &loop, &loop_rw}) {
+    CAPTURE(c->dir());
+    CHECK(c->mode() == Mode::ReadOnly);
+    CHECK_FALSE(c->read_only_reason().empty());
+    CHECK_FALSE(c->get(key_of("k")));  // relative: the populated folder, had it been opened
+    CHECK(c->list().empty());
+    const Stats s = c->stats();
+    CHECK(s.hits + s.untrusted + s.read_errors == 0);
+  }
+}
+
+// Found by review: folders above the cache that did not exist when it was opened were never
+// checked, so one made (or loosened) afterwards, by anyone, was trusted. Every lookup now checks
+// each folder it walks through, by the descriptor it opened.
+TEST_CASE("a folder above the cache made writable by others after opening turns lookups away") {
+  TempDir tmp;
+  const std::string above = tmp / "above", dir = above + "/cache";
+  DiskCache ro(options_for(dir, Mode::ReadOnly));  // nothing there yet: an empty cache
+  REQUIRE(ro.read_only_reason().empty());
+  populate(tmp / "made", key_of("k"));
+  REQUIRE(::mkdir(above.c_str(), 0700) == 0);
+  REQUIRE(::rename((tmp / "made").c_str(), dir.c_str()) == 0);
+  REQUIRE(ro.get(key_of("k")));                // trusted so far: ours, 0700
+  REQUIRE(::chmod(above.c_str(), 0777) == 0);  // now anyone could swap `cache` for their own
+  CHECK_FALSE(ro.get(key_of("k")));
+  CHECK(ro.stats().untrusted == 1);
+  // The same for a writable cache, which made `above` itself at open.
+  const std::string above2 = tmp / "above2";
+  DiskCache rw(options_for(above2 + "/cache"));
+  REQUIRE(rw.mode() == Mode::ReadWrite);
+  REQUIRE(rw.put(key_of("k"), entry_of("ours")));
+  REQUIRE(::chmod(above2.c_str(), 0777) == 0);
+  CHECK_FALSE(rw.get(key_of("k")));
+  CHECK(rw.stats().untrusted == 1);
+  // A sticky folder (as /tmp) stays fine above a cache.
+  REQUIRE(::chmod(above2.c_str(), 01777) == 0);
+  CHECK(rw.get(key_of("k")));
+}
+
+// Found by review: a version folder that the process may open but not search (mode 0644 for it)
+// was silent in ro mode, every lookup a read error. As root the check runs as nobody.
+TEST_CASE("a cache folder that cannot be searched says so, in either mode") {
+  TempDir tmp, side;
+  const std::string dir = tmp / "cache";
+  populate(dir, key_of("k"));
+  ::chmod(tmp.path().c_str(), 0755);
+  chmod_tree(dir, 0755, 0644);
+  REQUIRE(::chmod((dir + "/v1").c_str(), 0644) == 0);
+  const std::string top_only = tmp / "top-only";
+  populate(top_only, key_of("k"));
+  chmod_tree(top_only, 0755, 0644);
+  REQUIRE(::chmod(top_only.c_str(), 0644) == 0);
+  const std::string log = side / "stderr";
+  int rc = in_child([&] {
+    if (int err = log_stderr_as_nobody(log)) return err;
+    struct Case {
+      std::string dir, blocked;
+    };
+    for (const Case& c : {Case{dir, dir + "/v1"}, Case{top_only, top_only}}) {
+      for (const Mode mode : {Mode::ReadOnly, Mode::ReadWrite}) {
+        DiskCache cache(options_for(c.dir, mode));
+        if (cache.mode() != Mode::ReadOnly) return 1;
+        if (cache.read_only_reason() != c.blocked + ": cannot search it: Permission denied")
+          return 2;
+        if (cache.get(key_of("k"))) return 3;
+        if (cache.stats().read_errors != 0) return 4;
+      }
+    }
+    return 0;
+  });
+  CHECK(rc == 0);
+  const std::string warning = read_file(log);
+  CAPTURE(warning);
+  CHECK(std::count(warning.begin(), warning.end(), '\n') == 2);  // one per folder
+  CHECK(warning.find("kjit: cache dir " + dir + " cannot be used (" + dir +
+                     "/v1: cannot search it: Permission denied); using no cache\n") !=
+        std::string::npos);
 }

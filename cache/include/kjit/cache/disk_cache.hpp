@@ -101,10 +101,11 @@ class DiskCache {
 
   // Effective mode: ReadWrite falls back to ReadOnly when the dir is not writable, and
   // read_only_reason() then says why (empty otherwise); it also says why a folder that exists
-  // cannot be read at all (a file at its path, no permission), in either mode. A folder that the
-  // trust policy refuses (it, or a folder above it, is writable by another user, owned by one, or a
-  // symlink inside the cache) turns the cache Off, and refused_reason() says which path breaks
-  // which rule.
+  // cannot be read at all (a file at its path or above it, no permission to open or search it,
+  // a path that cannot be resolved), in either mode: such a cache misses every lookup without
+  // touching the path again. A folder that the trust policy refuses (it, or a folder above it,
+  // is writable by another user, owned by one, or a symlink inside the cache) turns the cache
+  // Off, and refused_reason() says which path breaks which rule.
   Mode mode() const;
   const std::string& read_only_reason() const;
   const std::string& refused_reason() const;
