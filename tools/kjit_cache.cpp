@@ -367,11 +367,12 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", printable(refused).c_str());
       return 1;
     }
-    // A file, FIFO or device at the folder's name is no empty cache: say so rather than report
-    // "0 entries, 0 bad" about it (or export an empty archive from it).
-    if (struct stat st{}; ::stat(cache.dir().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      std::fprintf(stderr, "kjit-cache: cache folder %s is not a directory\n",
-                   printable(cache.dir()).c_str());
+    // A folder that exists but cannot be read (a file, FIFO or device at its name or above it,
+    // no permission to search it) is no empty cache: say so rather than report "0 entries, 0 bad"
+    // about it (or export an empty archive from it).
+    if (!cache.usable()) {
+      std::fprintf(stderr, "kjit-cache: cache folder %s cannot be used: %s\n",
+                   printable(cache.dir()).c_str(), printable(cache.read_only_reason()).c_str());
       return 1;
     }
     if ((push->parsed() || pull->parsed()) && !cache.remote()) {

@@ -349,6 +349,9 @@ DiskCache::~DiskCache() = default;
 Mode DiskCache::mode() const {
   return impl_->mode;
 }
+bool DiskCache::usable() const {
+  return !impl_->unreachable;
+}
 const std::string& DiskCache::read_only_reason() const {
   return impl_->read_only_reason;
 }

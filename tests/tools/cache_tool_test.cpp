@@ -257,16 +257,20 @@ TEST_CASE("kjit-cache usage errors") {
   CHECK(ex.rc == 1);
   CHECK_FALSE(ex.err.empty());
   CHECK(run_tool("kjit-cache", "stats --cache-dir ''", dir.path).rc == 2);  // not the default
-  // A file at the cache folder's name is not an empty cache, for any command.
+  // A file at the cache folder's name, or above it, is not an empty cache, for any command.
   const std::string file = dir.path + "/a-file";
   { std::ofstream(file) << "x"; }
-  for (const char* cmd : {"stats", "list", "verify", "export "}) {
-    const std::string args =
-        std::string(cmd) + (std::string(cmd) == "export " ? dir.path + "/e.kjitar" : "");
-    auto r = run_tool("kjit-cache", args + " --cache-dir " + file, dir.path);
-    CAPTURE(cmd);
-    CHECK(r.rc == 1);
-    CHECK(r.err.find("is not a directory") != std::string::npos);
+  for (const std::string& at : {file, file + "/below"}) {
+    for (const char* cmd : {"stats", "list", "verify", "export ", "clear"}) {
+      const std::string args =
+          std::string(cmd) + (std::string(cmd) == "export " ? dir.path + "/e.kjitar" : "");
+      auto r = run_tool("kjit-cache", args + " --cache-dir " + at, dir.path);
+      CAPTURE(cmd);
+      CAPTURE(at);
+      CHECK(r.rc == 1);
+      CHECK(r.err ==
+            "kjit-cache: cache folder " + at + " cannot be used: " + file + ": not a directory\n");
+    }
   }
   CHECK_FALSE(std::filesystem::exists(dir.path + "/e.kjitar"));
   // export writes beside FILE and renames: a pipe there would become a plain file.

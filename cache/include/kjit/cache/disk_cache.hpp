@@ -107,6 +107,9 @@ class DiskCache {
   // is writable by another user, owned by one, or a symlink inside the cache) turns the cache
   // Off, and refused_reason() says which path breaks which rule.
   Mode mode() const;
+  // False when the folder exists but cannot be read at all (read_only_reason() says why): every
+  // lookup misses and nothing is listed, which a tool should report rather than show as empty.
+  bool usable() const;
   const std::string& read_only_reason() const;
   const std::string& refused_reason() const;
   const std::string& dir() const;
