@@ -104,7 +104,7 @@ OpenStatus Folder::open(const std::string& path, bool create, const Trust* trust
     Folder next;
     // The last folder is the cache folder (the folder rule); those above it, ancestors.
     const bool last = pos > path.size();
-    OpenStatus s = at.sub(name, create, last ? trust : nullptr, &next, why, trust);
+    OpenStatus s = at.sub(name, create, last ? trust : nullptr, &next, why, trust, !last);
     if (s == OpenStatus::Ok && !last) s = check_ancestor(next, next.path(), trust, why);
     if (s != OpenStatus::Ok) return s;
     at = std::move(next);
@@ -115,7 +115,7 @@ OpenStatus Folder::open(const std::string& path, bool create, const Trust* trust
 }
 
 OpenStatus Folder::sub(std::string_view name, bool create, const Trust* trust, Folder* out,
-                       std::string* why, const Trust* made_with) const {
+                       std::string* why, const Trust* made_with, bool path_only) const {
   const std::string n(name);
   const std::string path = path_of(name);
   if (!made_with) made_with = trust;
@@ -129,9 +129,12 @@ OpenStatus Folder::sub(std::string_view name, bool create, const Trust* trust, F
       return err == ENOENT ? OpenStatus::Missing : OpenStatus::Failed;
     }
   }
+  // A folder only passed through needs search permission alone (a root-owned 0711 home):
+  // O_PATH, unless this walk made it and must set its mode.
+  const int access = path_only && !created ? O_PATH : O_RDONLY;
   int fd;
   do {
-    fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = ::openat(fd_.get(), n.c_str(), access | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     struct stat st;

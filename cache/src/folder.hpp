@@ -34,9 +34,10 @@ class Folder {
   static OpenStatus open(const std::string& path, bool create, const Trust* trust, Folder* out,
                          std::string* why);
   // The subfolder `name`, as open() does. A folder it makes gets `made_with`'s mode and group
-  // (default: `trust`'s), set exactly, or is removed again.
+  // (default: `trust`'s), set exactly, or is removed again. `path_only`: opened with O_PATH (to
+  // walk through and fstat only, not to list or read), so that search permission is enough.
   OpenStatus sub(std::string_view name, bool create, const Trust* trust, Folder* out,
-                 std::string* why, const Trust* made_with = nullptr) const;
+                 std::string* why, const Trust* made_with = nullptr, bool path_only = false) const;
 
   bool valid() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }

@@ -228,3 +228,28 @@ TEST_CASE("a cache folder that cannot be searched says so, in either mode") {
                      "/v1: cannot search it: Permission denied); using no cache\n") !=
         std::string::npos);
 }
+
+// Found by review: each folder above the cache was opened for reading, so a root-owned 0711
+// folder on the way (a home base other users may pass through but not list) made the cache
+// unusable, though the trust policy allows it. Walking needs search permission only.
+TEST_CASE("a folder above the cache that may be searched but not read is passed through") {
+  if (::geteuid() != 0) return;  // the case needs a folder that is root's and the cache nobody's
+  TempDir tmp, side;
+  ::chmod(tmp.path().c_str(), 0755);
+  const std::string base = tmp / "x711", dir = base + "/cache";
+  REQUIRE(::mkdir(base.c_str(), 0711) == 0);
+  populate(dir, key_of("k"));
+  for (const auto& kv : snapshot(dir)) REQUIRE(::lchown(kv.first.c_str(), kNobody, kNobody) == 0);
+  REQUIRE(::chmod(base.c_str(), 0711) == 0);
+  const int rc = in_child([&] {
+    if (int err = log_stderr_as_nobody(side / "stderr")) return err;
+    for (const Mode mode : {Mode::ReadOnly, Mode::ReadWrite}) {
+      DiskCache cache(options_for(dir, mode));
+      if (cache.mode() != mode || !cache.read_only_reason().empty()) return 1;
+      if (!cache.get(key_of("k"))) return 2;
+    }
+    return 0;
+  });
+  CHECK(rc == 0);
+  CAPTURE(read_file(side / "stderr"));
+}
