@@ -81,6 +81,14 @@ Trust::Trust(const std::string& shared_group) : uid_(::geteuid()), primary_gid_(
 // Debian-style user private groups (umask 002): a group named after the user with no other
 // member gives nobody else write access, as OpenSSH's Debian patch for StrictModes also allows.
 bool Trust::group_is_users_own(gid_t gid) const {
+  return remembered(users_own_group_, gid, [&] { return look_up_group_is_users_own(gid); });
+}
+
+bool Trust::in_shared_group(uid_t uid) const {
+  return shared_gid_ && remembered(team_member_, uid, [&] { return look_up_in_shared_group(uid); });
+}
+
+bool Trust::look_up_group_is_users_own(gid_t gid) const {
   // Never gid 0: other accounts have it as their primary group (RHEL's operator), which its
   // member list does not show.
   if (gid == 0 || gid != primary_gid_ || user_name_.empty()) return false;
@@ -92,8 +100,7 @@ bool Trust::group_is_users_own(gid_t gid) const {
   return true;
 }
 
-bool Trust::in_shared_group(uid_t uid) const {
-  if (!shared_gid_) return false;
+bool Trust::look_up_in_shared_group(uid_t uid) const {
   std::vector<char> buf, gbuf;
   passwd pw;
   group gr;

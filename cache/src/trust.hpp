@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -43,11 +45,30 @@ class Trust {
   std::string write_problem(const struct stat& st, bool folder) const;
   bool group_is_users_own(gid_t gid) const;
   bool in_shared_group(uid_t uid) const;
+  bool look_up_group_is_users_own(gid_t gid) const;
+  bool look_up_in_shared_group(uid_t uid) const;
+  // memo[id], asking look_up() the first time (outside the lock: two threads may both ask).
+  template <class Id, class LookUp>
+  bool remembered(std::map<Id, bool>& memo, Id id, LookUp look_up) const {
+    {
+      std::lock_guard<std::mutex> lock(memo_mu_);
+      if (auto it = memo.find(id); it != memo.end()) return it->second;
+    }
+    const bool answer = look_up();
+    std::lock_guard<std::mutex> lock(memo_mu_);
+    return memo.emplace(id, answer).first->second;
+  }
 
   uid_t uid_;
   gid_t primary_gid_;
   std::string user_name_;
   std::optional<gid_t> shared_gid_;
+  // The account database's answers, asked once per process: every lookup checks each folder it
+  // walks, and a user-private or team group on the way would otherwise read /etc/group (or ask
+  // LDAP) on every cache access.
+  mutable std::mutex memo_mu_;
+  mutable std::map<gid_t, bool> users_own_group_;
+  mutable std::map<uid_t, bool> team_member_;
 };
 
 }  // namespace kjit::cache::detail
