@@ -275,7 +275,10 @@ std::string resolve_path(const std::string& path, const Trust& trust, std::strin
     struct stat st;
     if (missing || ::lstat(next.c_str(), &st) != 0) {
       if (!missing && errno != ENOENT && errno != ENOTDIR) {
-        *why = next + ": " + errno_text(errno);
+        // EACCES: the folder it is in may not be searched; name that one.
+        *why = errno == EACCES
+                   ? (done.empty() ? "/" : done) + ": cannot search it: " + errno_text(errno)
+                   : next + ": " + errno_text(errno);
         return {};
       }
       missing = true;

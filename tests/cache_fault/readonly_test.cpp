@@ -202,13 +202,18 @@ TEST_CASE("a cache folder that cannot be searched says so, in either mode") {
   populate(top_only, key_of("k"));
   chmod_tree(top_only, 0755, 0644);
   REQUIRE(::chmod(top_only.c_str(), 0644) == 0);
+  const std::string above = tmp / "above";  // not searchable: the path cannot even be resolved
+  REQUIRE(::mkdir(above.c_str(), 0700) == 0);
+  populate(above + "/cache", key_of("k"));
+  REQUIRE(::chmod(above.c_str(), 0600) == 0);
   const std::string log = side / "stderr";
   int rc = in_child([&] {
     if (int err = log_stderr_as_nobody(log)) return err;
     struct Case {
       std::string dir, blocked;
     };
-    for (const Case& c : {Case{dir, dir + "/v1"}, Case{top_only, top_only}}) {
+    for (const Case& c :
+         {Case{dir, dir + "/v1"}, Case{top_only, top_only}, Case{above + "/cache", above}}) {
       for (const Mode mode : {Mode::ReadOnly, Mode::ReadWrite}) {
         DiskCache cache(options_for(c.dir, mode));
         if (cache.mode() != Mode::ReadOnly) return 1;
@@ -223,7 +228,7 @@ TEST_CASE("a cache folder that cannot be searched says so, in either mode") {
   CHECK(rc == 0);
   const std::string warning = read_file(log);
   CAPTURE(warning);
-  CHECK(std::count(warning.begin(), warning.end(), '\n') == 2);  // one per folder
+  CHECK(std::count(warning.begin(), warning.end(), '\n') == 3);  // one per folder
   CHECK(warning.find("kjit: cache dir " + dir + " cannot be used (" + dir +
                      "/v1: cannot search it: Permission denied); using no cache\n") !=
         std::string::npos);
