@@ -83,8 +83,10 @@ OpenStatus Folder::finish(UniqueFd fd, std::string path, const Trust* trust, Fol
 // Walks from "/" one component at a time, each opened relative to its parent with O_NOFOLLOW:
 // a symlink swapped in anywhere after resolve_path() is refused, not followed, and only a folder
 // this walk itself made (mkdirat returned 0) gets its mode set.
-OpenStatus Folder::open(const std::string& path, bool create, const Trust* trust, Folder* out,
+OpenStatus Folder::open(const std::string& given, bool create, const Trust* trust, Folder* out,
                         std::string* why) {
+  std::string path = given;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();  // the last name is the folder
   if (path.empty() || path[0] != '/') {  // never resolved against whatever the cwd is now
     *why = path + ": not an absolute path";
     return OpenStatus::Failed;

@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace kjit::cache::detail {
 
@@ -47,28 +49,36 @@ class Trust {
   bool in_shared_group(uid_t uid) const;
   bool look_up_group_is_users_own(gid_t gid) const;
   bool look_up_in_shared_group(uid_t uid) const;
-  // memo[id], asking look_up() the first time (outside the lock: two threads may both ask).
-  template <class Id, class LookUp>
-  bool remembered(std::map<Id, bool>& memo, Id id, LookUp look_up) const {
+  using Clock = std::chrono::steady_clock;
+  using Memo = std::map<id_t, std::pair<bool, Clock::time_point>>;  // uid or gid -> (answer, when)
+  // memo[id] while under a minute old, else look_up()'s answer, remembered (asked outside the
+  // lock: two threads may both ask). A minute bounds both a lookup that failed (an LDAP timeout
+  // reads as "no") and a membership changed since (a team member removed).
+  template <class LookUp>
+  bool remembered(Memo& memo, id_t id, LookUp look_up) const {
+    const Clock::time_point now = Clock::now();
     {
       std::lock_guard<std::mutex> lock(memo_mu_);
-      if (auto it = memo.find(id); it != memo.end()) return it->second;
+      auto it = memo.find(id);
+      if (it != memo.end() && now - it->second.second < std::chrono::minutes(1))
+        return it->second.first;
     }
     const bool answer = look_up();
     std::lock_guard<std::mutex> lock(memo_mu_);
-    return memo.emplace(id, answer).first->second;
+    memo[id] = {answer, now};
+    return answer;
   }
 
   uid_t uid_;
   gid_t primary_gid_;
   std::string user_name_;
   std::optional<gid_t> shared_gid_;
-  // The account database's answers, asked once per process: every lookup checks each folder it
+  // The account database's answers, remembered for a minute: every lookup checks each folder it
   // walks, and a user-private or team group on the way would otherwise read /etc/group (or ask
   // LDAP) on every cache access.
   mutable std::mutex memo_mu_;
-  mutable std::map<gid_t, bool> users_own_group_;
-  mutable std::map<uid_t, bool> team_member_;
+  mutable Memo users_own_group_;  // by gid
+  mutable Memo team_member_;      // by uid
 };
 
 }  // namespace kjit::cache::detail

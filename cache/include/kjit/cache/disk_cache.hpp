@@ -107,8 +107,11 @@ class DiskCache {
   // is writable by another user, owned by one, or a symlink inside the cache) turns the cache
   // Off, and refused_reason() says which path breaks which rule.
   Mode mode() const;
-  // False when the folder exists but cannot be read at all (read_only_reason() says why): every
-  // lookup misses and nothing is listed, which a tool should report rather than show as empty.
+  // False when the folder cannot be used at all: its path cannot be resolved, something other
+  // than a folder is at it (or above it), or it (or its v1) cannot be opened or searched;
+  // read_only_reason() says which. Every lookup then misses and nothing is listed, which a tool
+  // should report rather than show as empty. (A folder it may search but not list still lists
+  // nothing while its lookups work.)
   bool usable() const;
   const std::string& read_only_reason() const;
   const std::string& refused_reason() const;
