@@ -62,9 +62,8 @@ std::string blocked_path(std::string p) {
       return p + (S_ISLNK(st.st_mode) ? ": is a symbolic link" : ": not a directory");
     }
     if (errno != ENOENT && errno != ENOTDIR) return p + ": " + errno_text(errno);
-    const size_t slash = p.find_last_of('/');
-    if (slash == std::string::npos || p == "/") return {};
-    p = slash == 0 ? "/" : p.substr(0, slash);
+    if (p == "/" || p.find('/') == std::string::npos) return {};
+    p = parent_folder(p);
   }
 }
 

@@ -111,6 +111,11 @@ std::string read_regular_file(int fd, size_t max_bytes, const char* what, std::s
   return "";
 }
 
+std::string parent_folder(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
 std::string errno_text(int err) {
   char buf[256];
   // GNU strerror_r may return a static string instead of filling buf.

@@ -46,6 +46,9 @@ int read_up_to(int fd, char* p, size_t n, size_t* got);
 
 std::string errno_text(int err);
 
+// The folder that holds absolute `path` ("/" for "/a" and for "/" itself).
+std::string parent_folder(const std::string& path);
+
 // The whole of the regular file open at `fd`, at most `max_bytes` (`what` names the kind, "a
 // template"), into *text. Returns "" or why not, worded to follow the file's name: "is a
 // directory, not a regular file", "is not a regular file (...)", "is N bytes, more than <what> may

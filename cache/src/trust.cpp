@@ -167,8 +167,7 @@ std::string Trust::chain_problem(const std::string& path) const {
       return p + ": " + errno_text(errno);
     }
     if (p == "/") return {};
-    const size_t slash = p.find_last_of('/');
-    p = slash == 0 ? "/" : p.substr(0, slash);
+    p = parent_folder(p);
   }
 }
 
