@@ -8,12 +8,13 @@
 // and once to normalize (from L2 when the row fits there).
 //
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
-// deviations from its own mean); streaming, each thread keeps Welford's (count, mean, M2) in the
-// one statistics read instead (a streamed cluster's CTA then combines them in one reduction). A
-// cluster's CTAs then send (count, sum, M2, mean) to one another through distributed shared memory
-// and combine them with the parallel-variance formula. RMSNorm sums squares. NaN and inf propagate
-// as in PyTorch: a NaN in a row, or an inf (whose deviation is inf - inf), makes the row's
-// statistics NaN.
+// deviations from its own mean; a held fp32 cluster sums values and squares in one reduction and
+// takes the second pass only where that would lose over 3 bits); streaming, each thread keeps
+// Welford's (count, mean, M2) in the one statistics read instead (a streamed cluster's CTA then
+// combines them in one reduction). A cluster's CTAs then send (count, sum, M2, mean) to one another
+// through distributed shared memory and combine them with the parallel-variance formula. RMSNorm
+// sums squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
+// inf - inf), makes the row's statistics NaN.
 #pragma once
 
 #include "kjit/activation.cuh"
@@ -56,6 +57,27 @@ __forceinline__ float team_sum(float v, float* scratch) {
   } else {
     return xor_sum<kTpr>(v);
   }
+}
+
+// team_sum of two values over a whole CTA: the two shuffle chains interleave and one barrier
+// serves both. `scratch` holds kThreads / 32 float2s, used by this one reduction.
+template <int kThreads>
+__forceinline__ float2 cta_sum2(float u, float v, float2* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    u += __shfl_xor_sync(0xffffffffu, u, o);
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  }
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = make_float2(u, v);
+  __syncthreads();
+  float2 total = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int k = 0; k < kThreads / 32; ++k) {  // every thread adds the warps' sums in one order
+    const float2 w = scratch[k];
+    total.x += w.x;
+    total.y += w.y;
+  }
+  return total;
 }
 
 // A running (count, mean, M2 about that mean), updated a vector at a time: the vector's own mean
@@ -241,7 +263,11 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
 #endif
 
-  __shared__ float red1[32], red2[32];            // one per team reduction
+  // A held cluster's fp32 LayerNorm sums its values and their squares in one CTA reduction
+  // (see Pass 1).
+  constexpr bool kOneReduction = !kRms && kCluster > 1 && !kStream && sizeof(T) == 4;
+  __shared__ float red1[32], red2[32];                         // one per team reduction
+  __shared__ float2 red12[kOneReduction ? kThreads / 32 : 1];  // kOneReduction's
   __shared__ float4 warp_moments[kThreads / 32];  // LayerNorm's per-warp moments (cta_moments)
   __shared__ float4 slots[kCluster];              // the cluster's statistics, one message per CTA
   __shared__ unsigned long long inbox;            // counts the messages' bytes (cluster_stats)
@@ -358,15 +384,22 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // Streaming LayerNorm also keeps each thread's (count, mean, M2) by Welford's update, one
   // vector at a time, so that the squared deviations need no second pass over memory. A streamed
   // cluster then combines those in one CTA reduction instead of two (rownorm::cta_moments; one
-  // fp32 row of 2^20 on the H200: 14.7 -> 13.9 us). Held clusters keep the two: with the moments
-  // (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
+  // fp32 row of 2^20 on the H200: 14.7 -> 13.9 us). Held clusters do not take moments: with
+  // them (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
+  // Held fp32 clusters sum the squares alongside (kOneReduction, checked below): 64 x 65536 on
+  // the H200 16.9 -> 15.7 us, one row equal. 16-bit rows keep two reductions (the same change:
+  // bf16 1 x 65536 2.30 -> 2.40 us).
   constexpr bool kCtaMoments = !kRms && kCluster > 1 && kStream;
-  float part = 0.f;
+  float part = 0.f, squares = 0.f;
   rownorm::Welford own;
   auto add1 = [&](const float(&f)[kVec]) {
     if constexpr (!kCtaMoments) {
 #pragma unroll
       for (int j = 0; j < kVec; ++j) part = kRms ? fmaf(f[j], f[j], part) : part + f[j];
+    }
+    if constexpr (kOneReduction) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) squares = fmaf(f[j], f[j], squares);
     }
     if constexpr (kStream && !kRms) own.add(f);
   };
@@ -390,31 +423,51 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     local_mean = mm.x;
     m2 = mm.y;  // (s1 stays 0: a LayerNorm cluster's message carries the mean and M2)
   } else {
-    s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
+    float squares_sum = 0.f;
+    if constexpr (kOneReduction) {
+      const float2 sums = rownorm::cta_sum2<kThreads>(part, squares, red12);
+      s1 = sums.x;
+      squares_sum = sums.y;
+    } else {
+      s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
+    }
     // A cluster's RMSNorm divides once, after the exchange: this division would delay its
     // message (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
     local_mean = cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, cnt) : 0.f;
-    // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the held
-    // values, or when streaming, each thread's M2 moved to that mean (the parallel-variance rule).
     if constexpr (!kRms) {
-      float dev = 0.f;
-      if constexpr (kStream) {
-        const float d = own.n > 0.f ? own.mean - local_mean : 0.f;
-        dev = own.m2 + own.n * d * d;
-      } else {
+      // One reduction: M2 = a - s1 * mean loses log2(a / M2) = log2(1 + mean^2 / var) bits of
+      // the sum of squares a. Within 3 bits (the CTA's values' mean within 2.6 standard
+      // deviations of zero, as most activations are) that is the M2; past them, or where a is
+      // NaN or inf (NaN or inf values, or squares past the float range), the exact pass below
+      // takes over. Every thread of the CTA holds the same bits, so all take the same branch.
+      bool exact = true;
+      if constexpr (kOneReduction) {
+        m2 = fmaf(-s1, local_mean, squares_sum);
+        exact = !(m2 * 8.f >= squares_sum) || isinf(squares_sum);
+      }
+      // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the
+      // held values, or when streaming, each thread's M2 moved to that mean (the
+      // parallel-variance rule).
+      if (exact) {
+        float dev = 0.f;
+        if constexpr (kStream) {
+          const float d = own.n > 0.f ? own.mean - local_mean : 0.f;
+          dev = own.m2 + own.n * d * d;
+        } else {
 #pragma unroll
-        for (int i = 0; i < kIters; ++i) {
-          if (first + i * kTpr + t >= last) continue;
-          float f[kVec];
-          unpack_floats(held[i], f);
+          for (int i = 0; i < kIters; ++i) {
+            if (first + i * kTpr + t >= last) continue;
+            float f[kVec];
+            unpack_floats(held[i], f);
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            const float d = f[j] - local_mean;
-            dev = fmaf(d, d, dev);
+            for (int j = 0; j < kVec; ++j) {
+              const float d = f[j] - local_mean;
+              dev = fmaf(d, d, dev);
+            }
           }
         }
+        m2 = rownorm::team_sum<kThreads, kTpr>(dev, red2);
       }
-      m2 = rownorm::team_sum<kThreads, kTpr>(dev, red2);
     }
   }
 

@@ -348,13 +348,14 @@ TEST_CASE("layer_norm: unaligned pointers, in place and aliased sums, NaN and in
 }
 
 // Streaming LayerNorm takes each thread's variance by Welford's update and merges them; held rows
-// take two passes. Both must hold up where a sum of squares would cancel (mean 100, std 1: 7e-5
-// relative L2 error from E[x^2] - E[x]^2 in fp32, 2e-6 from the kernels, checked at 1e-5), and
-// propagate NaN and inf, alone, across a cluster, and on the scalar path.
-// Outliers (specials 4-6) sit where held CTAs' shares start, in a row's first sixteenth (CTA 0 of
-// a 16-CTA cluster), or at some warps' lane 0: a cluster's CTAs take their moments about one
-// thread's mean (rownorm::cta_moments), which must notice when that cancels and take the exact
-// path, and the cluster's combine moves every CTA to CTA 0's mean.
+// take two passes, held fp32 clusters one where it keeps all but 3 bits of the sum of squares.
+// All must hold up where a sum of squares would cancel (mean 100, std 1: 7e-5 relative L2 error
+// from E[x^2] - E[x]^2 in fp32, 2e-6 from the kernels, checked at 1e-5), and propagate NaN and
+// inf, alone, across a cluster, and on the scalar path. Outliers (specials 4-6) sit where held
+// CTAs' shares start, in a row's first sixteenth (CTA 0 of a 16-CTA cluster), or at some warps'
+// lane 0: a cluster's CTAs take their moments about one thread's mean (rownorm::cta_moments),
+// which must notice when that cancels and take the exact path, and the cluster's combine moves
+// every CTA to CTA 0's mean.
 TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, NaN and inf") {
   kjit::Stream stream(runtime());
   const bool clusters = runtime().props().cc() >= 90;
@@ -385,6 +386,16 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
         c.x_std = far ? 1.f : 2.f;
         c.special = special;
         c.p.residual = special == 3;
+        cases.push_back(c);
+      }
+      // Held fp32 clusters sum values and squares in one reduction while the mean lies within
+      // 2.6 standard deviations of zero: at 2.5 (a / M2 = 7.25, nearly 3 bits lost) they keep
+      // it, at 3 (10) they take the exact pass. Both must pass the same check.
+      for (float mean : {2.5f, 3.f}) {
+        Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
+        c.config = f;
+        c.x_mean = mean;
+        c.x_std = 1.f;
         cases.push_back(c);
       }
       // Constant rows of 2^65: every sum exact, variance 0, y = bias. (2^65)^2 overflows fp32,
