@@ -87,6 +87,13 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
     CHECK(r.err.find("group_norm, layer_norm, linear_gn_min, rms_norm") != std::string::npos);
   }
   CHECK(run_tool("kjit-bench", "--shapes ''", dir.path).rc == 2);  // not the default list
+  {  // --sweep does not sweep -p problems: refused, not silently run with one config
+    const auto r =
+        run_tool("kjit-bench", "--sweep -p 'layer_norm f32 rows=1 width=65536'", dir.path);
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("a -p problem runs the config its call picks") != std::string::npos,
+                  r.err);
+  }
   CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
   // --problem goes through the op registry: a bad one names the problem and the field, before
   // the device is touched.

@@ -123,6 +123,13 @@ int run(int argc, char** argv) {
       ->check(kjit::tools::not_empty);
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
   only_ops = kjit::tools::split_commas(only_ops);
+  if (sweep && !problem_args.empty()) {  // it would time only the heuristic's config, silently
+    std::fprintf(stderr,
+                 "kjit-bench: error: --sweep times the candidates of the --shapes cases (or the "
+                 "default list); a -p problem runs the config its call picks. Put its shape in a "
+                 "--shapes file to sweep it\n");
+    return 2;
+  }
 
   const std::optional<Inputs> in = read_inputs(problem_args, shapes_file, json_file);
   if (!in) return 2;
