@@ -39,7 +39,8 @@ struct Case {
   int sum_on = 0;             // 0: its own buffer, 1: over x, 2: over residual
   float eps = 1e-5f;
   int special = 0;  // 1: a NaN in some rows, 2: +inf, 3: -inf and +inf in one row, 4-6: outliers,
-                    // 7: squared deviations near the float range
+                    // 7: squared deviations near the float range, 8: squares past it, 9: one
+                    // half of each row 30 off
   float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation; std 0:
                                      // every element x_mean (it must be exact in the dtype)
   std::optional<LayerNormConfig> config;
@@ -88,6 +89,17 @@ void inject(const Case& cs, std::vector<float>* x) {
                           // warps (taking those as the reference costs 2 bits, no fallback)
     for (size_t at = 0; at < x->size(); ++at)
       if (at % w < (w + 15) / 16) (*x)[at] += 1e4f;
+    return;
+  }
+  if (cs.special == 8) {  // 1.6e17 and 4.8e17 alternating: a CTA's sum of 4096 squares
+    // overflows fp32 where its M2 (~1e38) does not, with a / M2 = 5, inside the one-reduction rule
+    for (size_t at = 0; at < x->size(); ++at) (*x)[at] = at % 2 ? 4.8e17f : 1.6e17f;
+    return;
+  }
+  if (cs.special == 9) {  // each row's second half 30 off: a cluster's first CTAs keep the one
+                          // reduction, its last ones take the exact pass
+    for (size_t at = 0; at < x->size(); ++at)
+      if (at % w >= w / 2) (*x)[at] += 30.f;
     return;
   }
   if (cs.special == 6) {  // +-1e4 every 97 elements: some warps' lane 0, not others'
@@ -390,14 +402,22 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
       }
       // Held fp32 clusters sum values and squares in one reduction while the mean lies within
       // 2.6 standard deviations of zero: at 2.5 (a / M2 = 7.25, nearly 3 bits lost) they keep
-      // it, at 3 (10) they take the exact pass. Both must pass the same check.
-      for (float mean : {2.5f, 3.f}) {
+      // it, at 3 (10) they take the exact pass. At 30 the one reduction would lose 10 bits
+      // (over 1e-5 relative L2 on the held 16-CTA configs): a looser rule fails there. Rows
+      // half at 0 and half at 30 mix both paths in one cluster.
+      for (float mean : {2.5f, 3.f, 30.f}) {
         Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
         c.config = f;
         c.x_mean = mean;
         c.x_std = 1.f;
         cases.push_back(c);
       }
+      Case mixed = plain(NormKind::LayerNorm, 5, width, DType::F32);
+      mixed.config = f;
+      mixed.x_mean = 0.f;
+      mixed.x_std = 1.f;
+      mixed.special = 9;
+      cases.push_back(mixed);
       // Constant rows of 2^65: every sum exact, variance 0, y = bias. (2^65)^2 overflows fp32,
       // so no step may square a deviation it then multiplies by a zero count.
       Case big = plain(NormKind::LayerNorm, 3, width, DType::F32);
@@ -406,6 +426,18 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
       big.x_std = 0.f;
       cases.push_back(big);
     }
+  }
+  // Squares past the float range inside the one-reduction rule (special 8): two CTAs of 4096
+  // values each, whose sums of squares overflow; only the isinf check sends them to the exact
+  // pass (without it, var = inf and y = bias).
+  for (const std::optional<LayerNormConfig>& f :
+       {std::optional<LayerNormConfig>{},
+        clusters ? std::optional<LayerNormConfig>{LayerNormConfig{256, 256, 4, 4, 2, false}}
+                 : std::nullopt}) {
+    Case c = plain(NormKind::LayerNorm, 3, 8192, DType::F32);
+    c.config = f;
+    c.special = 8;
+    cases.push_back(c);
   }
   preload(cases);
   for (size_t i = 0; i < cases.size(); ++i)
