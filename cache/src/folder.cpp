@@ -232,11 +232,6 @@ std::vector<std::string> components(const std::string& path) {
   return out;
 }
 
-std::string parent_of(const std::string& p) {
-  const size_t slash = p.find_last_of('/');
-  return slash == 0 || slash == std::string::npos ? "" : p.substr(0, slash);
-}
-
 }  // namespace
 
 // Like realpath(3), one component at a time, so that every symlink is seen (and its owner
@@ -270,7 +265,8 @@ std::string resolve_path(const std::string& path, const Trust& trust, std::strin
         *why = path + ": '..' after a folder that does not exist";
         return {};
       }
-      done = parent_of(done);
+      done = parent_folder(done);
+      if (done == "/") done.clear();  // this walk keeps the root as ""
       continue;
     }
     const std::string next = done + "/" + name;

@@ -126,6 +126,20 @@ TEST_CASE("read-only mode serves hits and writes nothing") {
   CHECK(ro.stats().write_errors == 0);
 }
 
+TEST_CASE("'..' in the cache path steps up a folder, and stops at the root") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "a/b");
+  // tmp/a/b/../../c is tmp/c; "/.." is "/", so a path that climbs past the root lands in tmp/d.
+  DiskCache c(options_for(tmp / "a/b/../../c"));
+  DiskCache d(options_for("/../.." + tmp.path() + "/d"));
+  const Key k = key_of("k");
+  REQUIRE(c.put(k, entry_of("c")));
+  REQUIRE(d.put(k, entry_of("d")));
+  CHECK(exists(entry_path(tmp / "c", k)));
+  CHECK(exists(entry_path(tmp / "d", k)));
+  CHECK_FALSE(exists(tmp / "a/b/c"));
+}
+
 TEST_CASE("read-only mode on a missing folder creates nothing") {
   TempDir tmp;
   DiskCache ro(options_for(tmp / "missing", Mode::ReadOnly));
