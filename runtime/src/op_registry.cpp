@@ -104,6 +104,10 @@ double OpProblem::min_bytes() const {
   return bytes;
 }
 
+std::vector<Candidate> OpProblem::candidates(const Target&) const {
+  return {};
+}
+
 void register_op(OpInfo op) {
   if (op.name.empty()) throw Error::invalid("name", "register_op: an op needs a name");
   if (!op.parse) throw Error::invalid("parse", "register_op: op " + op.name + " has no parser");

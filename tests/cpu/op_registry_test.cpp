@@ -6,6 +6,7 @@
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/layer_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -212,4 +213,96 @@ TEST_CASE("op registry: layer_norm and rms_norm are registered with the op's own
   CHECK(rms.parse(kjit::op::Fields("rms_norm", {{"rows", integer(3)}, {"width", integer(5)}}))
             ->operands()
             .size() == 3);  // x, weight, y
+}
+
+TEST_CASE(
+    "op registry: each built-in op lists autotuning's candidates, each pinned to its config") {
+  const kjit::Target t = kjit::Target::for_cc(90);
+  // LayerNorm: the op's candidates in its order; a candidate compiles its own config first,
+  // whether autotuning is asked for or not, and never the other candidates.
+  const auto ln =
+      kjit::op::find_op("layer_norm")
+          .parse(kjit::op::Fields("layer_norm", {{"rows", integer(1)}, {"width", integer(65536)}}));
+  const auto lnp = kjit::ops::LayerNormProblem::layer_norm(1, 65536, kjit::DType::F32);
+  const auto ln_cfgs = kjit::ops::layer_norm_candidates(lnp, t, true);
+  const auto ln_cands = ln->candidates(t);
+  REQUIRE(ln_cands.size() == ln_cfgs.size());
+  REQUIRE(ln_cands.size() > 3);
+  CHECK(ln_cfgs.front().describe() == kjit::ops::layer_norm_heuristic(lnp, t, true).describe());
+  const size_t all = ln->specs_for(t, true, true).size();
+  for (size_t i = 0; i < ln_cands.size(); ++i) {
+    INFO("candidate " << i << ": " << ln_cands[i].config);
+    CHECK(ln_cands[i].config == ln_cfgs[i].describe());
+    CHECK(ln_cands[i].problem->describe() == ln->describe());
+    const auto pinned = ln_cands[i].problem->specs_for(t, true, false);
+    REQUIRE(!pinned.empty());
+    CHECK(pinned.front().instantiation() ==
+          kjit::ops::layer_norm_spec(lnp, ln_cfgs[i]).instantiation());
+    CHECK(pinned.size() < all);
+    const auto tuned = ln_cands[i].problem->specs_for(t, true, true);
+    REQUIRE(tuned.size() == pinned.size());
+    for (size_t k = 0; k < tuned.size(); ++k)
+      CHECK(tuned[k].instantiation() == pinned[k].instantiation());
+    CHECK(ln_cands[i].problem->candidates(t).size() == ln_cands.size());  // the same problem
+  }
+
+  // GroupNorm: a candidate compiles exactly its config's kernels (a split config adds the
+  // one-kernel config a capture falls back to).
+  const auto gn = kjit::op::find_op("group_norm")
+                      .parse(kjit::op::Fields("group_norm", {{"shape", dims({2, 320, 64, 64})},
+                                                             {"groups", integer(32)}}));
+  auto gnp = kjit::ops::GroupNormProblem::from_shape({2, 320, 64, 64}, 32, kjit::DType::F32);
+  gnp.activation = kjit::Activation::SiLU;
+  const auto gn_cfgs = kjit::ops::group_norm_candidates(gnp, t, true);
+  const auto gn_cands = gn->candidates(t);
+  REQUIRE(gn_cands.size() == gn_cfgs.size());
+  for (size_t i = 0; i < gn_cands.size(); ++i) {
+    INFO("candidate " << i << ": " << gn_cands[i].config);
+    CHECK(gn_cands[i].config == gn_cfgs[i].describe());
+    const auto want = kjit::ops::group_norm_specs(gnp, gn_cfgs[i]);
+    const auto got = gn_cands[i].problem->specs_for(t, true, true);
+    REQUIRE(got.size() >= want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      CHECK(got[k].instantiation() == want[k].instantiation());
+  }
+  // An empty tensor has nothing to time.
+  CHECK(kjit::op::find_op("group_norm")
+            .parse(kjit::op::Fields("group_norm",
+                                    {{"shape", dims({0, 64, 8})}, {"groups", integer(8)}}))
+            ->candidates(t)
+            .empty());
+
+  // Linear-GN-min: the fused kernel's candidates, each compiling only its own config (for either
+  // GEMM bias variant), with or without autotuning asked for.
+  const auto lgm = kjit::op::find_op("linear_gn_min")
+                       .parse(kjit::op::Fields("linear_gn_min", {{"M", integer(1024)},
+                                                                 {"K", integer(8192)},
+                                                                 {"N", integer(8192)},
+                                                                 {"groups", integer(512)}}));
+  kjit::ops::LinearGnMinProblem lp;
+  lp.M = 1024, lp.K = 8192, lp.N = 8192, lp.G = 512;
+  const auto lgm_cfgs = kjit::ops::gn_min_candidates(lp, t, true);
+  const auto lgm_cands = lgm->candidates(t);
+  REQUIRE(lgm_cands.size() == lgm_cfgs.size());
+  REQUIRE(lgm_cands.size() > 1);
+  for (size_t i = 0; i < lgm_cands.size(); ++i) {
+    INFO("candidate " << i << ": " << lgm_cands[i].config);
+    kjit::ops::LinearGnMinOptions opt;
+    opt.config = lgm_cfgs[i];
+    const auto want = kjit::ops::linear_gn_min_specs_for(lp, t, opt, true);
+    for (bool tune : {false, true}) {
+      const auto got = lgm_cands[i].problem->specs_for(t, true, tune);
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        CHECK(got[k].instantiation() == want[k].instantiation());
+    }
+    for (const kjit::ops::GnMinConfig& c : kjit::ops::linear_gn_min_configs_for(lp, t, opt, true)) {
+      kjit::ops::GnMinConfig plain = c;
+      plain.linear_bias = lgm_cfgs[i].linear_bias;
+      CHECK(plain.describe() == lgm_cfgs[i].describe());  // only the bias variant differs
+    }
+  }
+
+  // A host app's op that lists none: kjit-bench --sweep refuses its problems.
+  CHECK(ScaleProblem(3).candidates(t).empty());
 }

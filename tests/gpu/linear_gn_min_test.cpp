@@ -997,6 +997,35 @@ TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
   CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, static_cast<float*>(WS), o, {WS, need}),
                    E::InvalidArgument);
   CHECK_KJIT_ERROR(call(p, X, W, LB, GA, BE, BI, OUT, o, {nullptr, need}), E::InvalidArgument);
+  // A forced config that cannot run p, or stores 16-byte vectors into an out that is not
+  // 16-byte aligned: refused, naming the field "config".
+  auto field_of = [&](const LinearGnMinOptions& opt, float* out) -> std::string {
+    try {
+      call(p, X, W, LB, GA, BE, BI, out, opt);
+    } catch (const kjit::Error& e) {
+      CHECK(e.code() == E::InvalidArgument);
+      return e.field();
+    }
+    return "<none>";
+  };
+  {
+    LinearGnMinOptions bad = o;
+    bad.config = kjit::ops::gn_min_heuristic(p, kjit::Target::of(rt), true);
+    bad.config->threads = 33;
+    CHECK(field_of(bad, OUT) == "config");
+    bad.config.reset();
+    for (const kjit::ops::GnMinConfig& c : kjit::ops::gn_min_candidates(p, kjit::Target::of(rt)))
+      if (c.out_vec) bad.config = c;
+    REQUIRE(bad.config);
+    kjit::DeviceBuffer spare(rt, dev.out.bytes() + 16);  // room for out one float further on
+    spare.fill_bytes(0x7F);
+    CHECK(field_of(bad, reinterpret_cast<float*>(spare.ptr()) + 1) == "config");
+    kjit::synchronize(rt);
+    std::vector<unsigned char> untouched(spare.bytes());
+    spare.download(untouched.data(), untouched.size());
+    CHECK(
+        std::all_of(untouched.begin(), untouched.end(), [](unsigned char c) { return c == 0x7F; }));
+  }
   stream.synchronize();
   std::vector<unsigned char> h(dev.out.bytes());
   dev.out.download(h.data(), h.size());

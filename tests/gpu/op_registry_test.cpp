@@ -83,6 +83,33 @@ TEST_CASE("op registry: built-in problems run through the generic harness and pa
       {{"M", integer(96)}, {"K", integer(130)}, {"N", integer(64)}, {"groups", integer(8)}}, false);
 }
 
+TEST_CASE("op registry: every candidate of a built-in problem runs its own config and passes") {
+  kjit::Runtime& rt = kjit_test::runtime();
+  kjit::Stream s(rt);
+  const std::vector<std::pair<std::string, std::map<std::string, FieldValue>>> problems = {
+      {"layer_norm", {{"rows", integer(37)}, {"width", integer(1000)}}},
+      {"rms_norm", {{"rows", integer(2)}, {"width", integer(20000)}, {"dtype", text("bf16")}}},
+      {"group_norm", {{"shape", dims({2, 64, 9, 7})}, {"groups", integer(8)}}},
+      {"linear_gn_min",
+       {{"M", integer(96)}, {"K", integer(130)}, {"N", integer(64)}, {"groups", integer(8)}}}};
+  for (const auto& [op, fields] : problems) {
+    const auto p = kjit::op::find_op(op).parse(kjit::op::Fields(op, fields));
+    const auto candidates = p->candidates(kjit::Target::of(rt));
+    REQUIRE(candidates.size() > 1);
+    kjit::op::ProblemBuffers b(rt, *p, 1, 11);
+    for (const kjit::op::Candidate& c : candidates) {
+      // autotune = true: a candidate runs its own config all the same, and times nothing.
+      const std::string config = c.problem->prepare(rt, true, s);
+      const kjit::op::CheckResult r = kjit::op::check(rt, *c.problem, b, true, s);
+      INFO(p->describe() << " [" << c.config << "] prepared as [" << config
+                         << "]: " << r.first_wrong);
+      CHECK(r.ok);
+      if (op != "linear_gn_min")  // its prepare() names the kernel's instantiation and the GEMM
+        CHECK(config == c.config);
+    }
+  }
+}
+
 TEST_CASE("op registry: a wrong kernel fails the harness's check") {
   // group_norm's problem with its output checked against another problem's reference: the
   // harness must see the difference (a harness that passes anything proves nothing).

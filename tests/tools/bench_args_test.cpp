@@ -87,12 +87,18 @@ TEST_CASE("kjit-bench: a bad shape list is reported before any device work") {
     CHECK(r.err.find("group_norm, layer_norm, linear_gn_min, rms_norm") != std::string::npos);
   }
   CHECK(run_tool("kjit-bench", "--shapes ''", dir.path).rc == 2);  // not the default list
-  {  // --sweep does not sweep -p problems: refused, not silently run with one config
-    const auto r =
-        run_tool("kjit-bench", "--sweep -p 'layer_norm f32 rows=1 width=65536'", dir.path);
+  {  // --sweep takes -p problems (their op's candidates); a bad one is still named first
+    const auto r = run_tool("kjit-bench", "--sweep -p 'layer_norm f32 rows=1 widht=64'", dir.path);
     CHECK(r.rc == 2);
-    CHECK_MESSAGE(r.err.find("a -p problem runs the config its call picks") != std::string::npos,
-                  r.err);
+    CHECK_MESSAGE(r.err.find("widht: unknown field for op layer_norm") != std::string::npos, r.err);
+    // A good one passes the arguments' checks: without a GPU it then fails for want of a device
+    // (exit 1), with one it sweeps (no candidate matches the filter: nothing is timed).
+    const auto ok = run_tool("kjit-bench",
+                             "--skip-jit --sweep --sweep-filter no-such-config -p 'rms_norm f32 "
+                             "rows=2 width=64'",
+                             dir.path);
+    CHECK_MESSAGE(ok.rc != 2, ok.err);
+    CHECK(ok.err.find("--sweep") == std::string::npos);
   }
   CHECK(run_tool("kjit-bench", "--json ''", dir.path).rc == 2);
   // --problem goes through the op registry: a bad one names the problem and the field, before

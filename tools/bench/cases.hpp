@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "kjit/kjit.hpp"
+#include "kjit/op/registry.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
@@ -27,6 +29,7 @@ struct Settings {
   bool check = true;
   int64_t rotate_bytes = int64_t{160} << 20;  // > 2x the 60 MB L2 of an H200
   std::string sweep_filter;  // --sweep: only configs whose description contains this
+  bool host_time = true;     // also time the host's side of a call
 };
 
 std::vector<Case> default_cases();
@@ -47,8 +50,12 @@ nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case&
                                  const Settings& s);
 // layer_norm (weight and bias) or rms_norm (weight), shape = {rows, width}.
 nlohmann::json run_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c, const Settings& s);
-// Every autotune candidate of one row-norm case (aligned operands), checked and timed.
-std::vector<nlohmann::json> sweep_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
+// The case as its op's registry entry parses it (row norms and Linear-GN-min; the case's own
+// checks first).
+std::unique_ptr<kjit::op::OpProblem> registered_problem(const Case& c);
+// Every autotune candidate of one row-norm or Linear-GN-min case (aligned operands), through the
+// op registry's candidates, checked and timed.
+std::vector<nlohmann::json> sweep_registered(kjit::Runtime& rt, CUstream stream, const Case& c,
                                              const Settings& s);
 // Whether a case's op is one of the row norms (no groups).
 bool row_norm_op(const std::string& op);

@@ -46,6 +46,29 @@ std::vector<Problem> parse_problems(const std::vector<std::string>& args) {
   return out;
 }
 
+bool selected(const std::vector<std::string>& only_ops, const std::string& op) {
+  return only_ops.empty() || std::find(only_ops.begin(), only_ops.end(), op) != only_ops.end();
+}
+
+// Prints one candidate's row (adding its share of the copy bandwidth); false when it was WRONG.
+bool report_swept(nlohmann::json& r, const std::string& what, double copy) {
+  if (r.contains("error")) {
+    std::printf("  %s: %s: %s\n", what.c_str(), r["config"].get<std::string>().c_str(),
+                r["error"].get<std::string>().c_str());
+  } else {
+    r["pct_copy"] = 100.0 * r["gbps"].get<double>() / copy;
+    // GroupNorm's own harness reports the relative L2 error, the generic one the largest.
+    const bool rel = r.contains("rel_l2");
+    std::printf(
+        "  %-30s %10.2f %5.1f%% %s %9.2e  %s%s%s\n", what.c_str(), r["device_us"].get<double>(),
+        r["pct_copy"].get<double>(), rel ? "rel_l2" : "max_abs",
+        r.value(rel ? "rel_l2" : "max_abs_err", 0.0), r["config"].get<std::string>().c_str(),
+        r.value("correct", true) ? "" : "  WRONG: ", r.value("first_wrong", std::string()).c_str());
+  }
+  std::fflush(stdout);
+  return r.value("correct", true);
+}
+
 struct Inputs {
   std::vector<Problem> problems;
   std::vector<kjit_bench::Case> cases;
@@ -107,8 +130,8 @@ int run(int argc, char** argv) {
   bool sweep = false;
   CLI::Option* sweep_flag =
       app.add_flag("--sweep", sweep,
-                   "GroupNorm, LayerNorm, RMSNorm: check and time every autotune candidate of each "
-                   "case (device time)");
+                   "check and time every autotune candidate of each case and -p problem (device "
+                   "time; an op whose problems list no candidates is refused)");
   app.add_option("--sweep-filter", s.sweep_filter,
                  "--sweep: only the configs whose description contains this text (e.g. 'smem')")
       ->needs(sweep_flag);
@@ -123,20 +146,22 @@ int run(int argc, char** argv) {
       ->check(kjit::tools::not_empty);
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
   only_ops = kjit::tools::split_commas(only_ops);
-  if (sweep && !problem_args.empty()) {  // it would time only the heuristic's config, silently
-    std::fprintf(stderr,
-                 "kjit-bench: error: --sweep times the candidates of the --shapes cases (or the "
-                 "default list); a -p problem runs the config its call picks. Put its shape in a "
-                 "--shapes file to sweep it\n");
-    return 2;
-  }
-
   const std::optional<Inputs> in = read_inputs(problem_args, shapes_file, json_file);
   if (!in) return 2;
   const auto& [problems, cases] = *in;
   try {
     kjit::Runtime rt;
     kjit::Stream stream(rt);
+    if (sweep) {  // before minutes of other cases: a problem with nothing to sweep is refused
+      for (const auto& [op, p] : problems)
+        if (selected(only_ops, op) && p->candidates(kjit::Target::of(rt)).empty()) {
+          std::fprintf(stderr,
+                       "kjit-bench: error: --sweep: %s: its op lists no autotune candidates "
+                       "(OpProblem::candidates)\n",
+                       p->describe().c_str());
+          return 2;
+        }
+    }
     nlohmann::json out;
     const auto& p = rt.props();
     out["device"] = {{"name", p.name},
@@ -155,27 +180,13 @@ int run(int argc, char** argv) {
                 "host us", "GB/s", "%copy", "rel_l2", "config");
     bool all_correct = true;
     for (const auto& c : cases) {
-      if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), c.op) == only_ops.end())
-        continue;
+      if (!selected(only_ops, c.op)) continue;
       nlohmann::json row;
-      if (sweep && c.op != "linear_gn_min") {
+      if (sweep) {
         auto swept = c.op == "group_norm" ? kjit_bench::sweep_group_norm(rt, stream, c, s)
-                                          : kjit_bench::sweep_layer_norm(rt, stream, c, s);
+                                          : kjit_bench::sweep_registered(rt, stream, c, s);
         for (auto& r : swept) {
-          if (r.contains("error")) {
-            std::printf("  %-22s %s: %s\n", r["shape"].get<std::string>().c_str(),
-                        r["config"].get<std::string>().c_str(),
-                        r["error"].get<std::string>().c_str());
-          } else {
-            r["pct_copy"] = 100.0 * r["gbps"].get<double>() / copy;
-            if (!r.value("correct", true)) all_correct = false;
-            std::printf("  %-22s %-5s %10.2f %5.1f%% %9.2e  %s%s\n",
-                        r["shape"].get<std::string>().c_str(), c.dtype.c_str(),
-                        r["device_us"].get<double>(), r["pct_copy"].get<double>(),
-                        r.value("rel_l2", 0.0), r["config"].get<std::string>().c_str(),
-                        r.value("correct", true) ? "" : "  WRONG");
-          }
-          std::fflush(stdout);
+          all_correct &= report_swept(r, r["shape"].get<std::string>() + " " + c.dtype, copy);
           out["sweep"].push_back(r);
         }
         continue;
@@ -200,8 +211,14 @@ int run(int argc, char** argv) {
       out["results"].push_back(row);
     }
     for (const auto& [op, p] : problems) {
-      if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), op) == only_ops.end())
+      if (!selected(only_ops, op)) continue;
+      if (sweep) {
+        for (auto& r : kjit_bench::sweep_problem(rt, stream, *p, s)) {
+          all_correct &= report_swept(r, p->describe(), copy);
+          out["sweep"].push_back(r);
+        }
         continue;
+      }
       nlohmann::json row = kjit_bench::run_problem(rt, stream, *p, s);
       row["pct_copy"] = 100.0 * row["gbps"].get<double>() / copy;
       if (!row.value("correct", true)) all_correct = false;

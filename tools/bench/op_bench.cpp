@@ -33,8 +33,31 @@ nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::O
   row["device_us_min"] = t.min_us;
   row["device_us_max"] = t.max_us;
   row["gbps"] = p.min_bytes() / (t.median_us * 1e-6) / 1e9;
-  row["host_us"] = host_us_per_call(rt, stream, 200, 15, [&] { call(0); });
+  if (s.host_time) row["host_us"] = host_us_per_call(rt, stream, 200, 15, [&] { call(0); });
   return row;
+}
+
+std::vector<nlohmann::json> sweep_problem(kjit::Runtime& rt, CUstream stream,
+                                          const kjit::op::OpProblem& p, const Settings& s) {
+  const std::vector<kjit::op::Candidate> candidates = p.candidates(kjit::Target::of(rt));
+  if (candidates.empty())
+    throw kjit::Error::invalid("problem", p.describe() +
+                                              ": its op lists no autotune candidates to sweep "
+                                              "(OpProblem::candidates)");
+  kjit::op::ProblemBuffers b(rt, p, kjit::op::ProblemBuffers::sets_for(p, s.rotate_bytes), 42);
+  Settings each = s;
+  each.autotune = false;  // a candidate runs its own config
+  each.host_time = false;
+  std::vector<nlohmann::json> rows;
+  for (const kjit::op::Candidate& c : candidates) {
+    if (c.config.find(s.sweep_filter) == std::string::npos) continue;
+    try {
+      rows.push_back(run_problem(rt, stream, *c.problem, each, b));
+    } catch (const kjit::Error& e) {
+      rows.push_back({{"problem", p.describe()}, {"config", c.config}, {"error", e.what()}});
+    }
+  }
+  return rows;
 }
 
 }  // namespace kjit_bench

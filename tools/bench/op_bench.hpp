@@ -16,5 +16,11 @@ nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::O
 // The same on buffers made for p's operands (a sweep times every config on one set of buffers).
 nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::OpProblem& p,
                            const Settings& s, kjit::op::ProblemBuffers& b);
+// Every candidate of p on this device (OpProblem::candidates) whose config contains
+// s.sweep_filter, each checked and timed on one set of buffers (no host time); one that fails to
+// build or run is a row with its config and "error". Throws InvalidArgument when p's op lists no
+// candidates.
+std::vector<nlohmann::json> sweep_problem(kjit::Runtime& rt, CUstream stream,
+                                          const kjit::op::OpProblem& p, const Settings& s);
 
 }  // namespace kjit_bench

@@ -1,6 +1,8 @@
 // GroupNorm's entry in the op registry (kjit/op/registry.hpp): its manifest fields and its
 // specs_for, for kjit-precompile and the other tools.
 #include <cctype>
+#include <memory>
+#include <optional>
 
 #include "json_text.hpp"
 #include "kjit/error.hpp"
@@ -19,13 +21,22 @@ std::string lower(std::string s) {
 
 class GroupNormOpProblem : public op::OpProblem {
  public:
-  explicit GroupNormOpProblem(const GroupNormProblem& p) : p_(p) {}
+  explicit GroupNormOpProblem(const GroupNormProblem& p,
+                              std::optional<GroupNormConfig> pinned = std::nullopt)
+      : p_(p), pinned_(std::move(pinned)) {}
   std::string describe() const override { return "group_norm " + p_.describe(); }
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     if (p_.N == 0 || p_.S == 0) return {};  // an empty tensor: the runtime launches nothing
     return group_norm_specs_for(p_, t, options(autotune), aligned);
   }
   std::string fields_json() const override { return group_norm_problem_json(p_); }
+  std::vector<op::Candidate> candidates(const Target& t) const override {
+    std::vector<op::Candidate> out;
+    if (p_.N == 0 || p_.S == 0) return out;  // nothing to time
+    for (const GroupNormConfig& c : group_norm_candidates(p_, t, true))
+      out.push_back({c.describe(), std::make_unique<GroupNormOpProblem>(p_, c)});
+    return out;
+  }
 
   // x, [weight], [bias], y.
   std::vector<op::Operand> operands() const override {
@@ -60,12 +71,14 @@ class GroupNormOpProblem : public op::OpProblem {
   }
 
  private:
-  static GroupNormOptions options(bool autotune) {
+  GroupNormOptions options(bool autotune) const {
     GroupNormOptions opt;
-    opt.autotune = autotune;
+    opt.autotune = autotune && !pinned_;
+    opt.config = pinned_;
     return opt;
   }
   GroupNormProblem p_;
+  std::optional<GroupNormConfig> pinned_;  // a candidate's config (candidates())
 };
 
 // The problem's rule as the manifest names its field: N, C and S come from "shape".

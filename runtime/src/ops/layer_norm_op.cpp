@@ -1,6 +1,8 @@
 // LayerNorm's and RMSNorm's entries in the op registry (kjit/op/registry.hpp): their manifest
 // fields, their specs_for, and the bench case the generic harness runs.
 #include <cctype>
+#include <memory>
+#include <optional>
 
 #include "json_text.hpp"
 #include "kjit/error.hpp"
@@ -14,7 +16,9 @@ namespace {
 
 class LayerNormOpProblem : public op::OpProblem {
  public:
-  explicit LayerNormOpProblem(const LayerNormProblem& p) : p_(p) {}
+  explicit LayerNormOpProblem(const LayerNormProblem& p,
+                              std::optional<LayerNormConfig> pinned = std::nullopt)
+      : p_(p), pinned_(std::move(pinned)) {}
   std::string describe() const override {
     return std::string(norm_kind_name(p_.kind)) + " " + p_.describe();
   }
@@ -22,6 +26,12 @@ class LayerNormOpProblem : public op::OpProblem {
     return layer_norm_specs_for(p_, t, options(autotune), aligned);
   }
   std::string fields_json() const override { return layer_norm_problem_json(p_); }
+  std::vector<op::Candidate> candidates(const Target& t) const override {
+    std::vector<op::Candidate> out;
+    for (const LayerNormConfig& c : layer_norm_candidates(p_, t, true))
+      out.push_back({c.describe(), std::make_unique<LayerNormOpProblem>(p_, c)});
+    return out;
+  }
 
   // x, [residual], [weight], [bias], y, [sum].
   std::vector<op::Operand> operands() const override {
@@ -72,9 +82,10 @@ class LayerNormOpProblem : public op::OpProblem {
   static void* at(const std::vector<void*>& v, int i) {
     return i < 0 ? nullptr : v[static_cast<size_t>(i)];
   }
-  static LayerNormOptions options(bool autotune) {
+  LayerNormOptions options(bool autotune) const {
     LayerNormOptions opt;
-    opt.autotune = autotune;
+    opt.autotune = autotune && !pinned_;
+    opt.config = pinned_;
     return opt;
   }
   static op::Expected expected(std::vector<double> values, double tol) {
@@ -85,6 +96,7 @@ class LayerNormOpProblem : public op::OpProblem {
     return e;
   }
   LayerNormProblem p_;
+  std::optional<LayerNormConfig> pinned_;  // a candidate's config (candidates())
 };
 
 std::unique_ptr<op::OpProblem> parse(const op::Fields& f, NormKind kind) {

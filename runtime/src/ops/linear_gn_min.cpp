@@ -119,9 +119,30 @@ namespace {
 
 detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int64_t alb,
                        bool out_aligned, const LinearGnMinOptions& opt) {
-  const bool tune = opt.autotune || detail::env_autotune();
-  return detail::LgmKey{p.M, p.K, p.N, p.G,         static_cast<int64_t>(p.precision), tune,
-                        ax,  aw,  alb, out_aligned, static_cast<int64_t>(opt.bias_add)};
+  const GnMinConfig* f = opt.config ? &*opt.config : nullptr;
+  const bool tune = !f && (opt.autotune || detail::env_autotune());
+  return detail::LgmKey{p.M,
+                        p.K,
+                        p.N,
+                        p.G,
+                        static_cast<int64_t>(p.precision),
+                        tune,
+                        ax,
+                        aw,
+                        alb,
+                        out_aligned,
+                        static_cast<int64_t>(opt.bias_add),
+                        f != nullptr,
+                        f ? f->threads : 0,
+                        f ? f->slice : 0,
+                        f ? f->sub : 0,
+                        f ? f->seq : 0,
+                        f ? f->vec : 0,
+                        f ? f->pad : 0,
+                        f ? f->smem : 0,
+                        f ? f->affine_smem : 0,
+                        f ? f->out_vec : 0,
+                        f ? f->split : 0};
 }
 
 void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& p,
@@ -132,23 +153,41 @@ void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& 
                       "workspace) before capturing");
 }
 
+// A forced config, checked once, where its plan is built (a call with a plan checks nothing).
+void check_forced(const LinearGnMinProblem& p, GnMinConfig c, bool out_aligned) {
+  c.linear_bias = p.precision == Precision::Fp32x3 || c.linear_bias;  // the plan sets it
+  validate(p, c);  // its errors name the field "config"
+  if (c.out_vec && !out_aligned)
+    bad(p, "config",
+        "config " + c.describe() + " stores out in 16-byte vectors (out_vec), but out is not " +
+            "16-byte aligned");
+}
+
 const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearGnMinProblem& p,
-                                const detail::LgmKey& key, float eps, CUstream stream) {
+                                const detail::LgmKey& key, const LinearGnMinOptions& opt,
+                                CUstream stream) {
   if (const detail::LgmPlan* plan = st.plans.find(key)) return *plan;
   throw_if_capturing(rt, stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
+  if (opt.config) check_forced(p, *opt.config, key.out_aligned != 0);
   return *st.plans.find_or_build(key, [&] {
+    // A forced config's problem is not what a plain call of it runs: its kernels are recorded.
     const op::ProblemScope rec = op::record_problem(
-        rt, [&] { return linear_gn_min_problem_json(p, static_cast<LinearBiasAdd>(key.bias_add)); },
+        rt,
+        [&] {
+          return opt.config
+                     ? std::string()
+                     : linear_gn_min_problem_json(p, static_cast<LinearBiasAdd>(key.bias_add));
+        },
         key.out_aligned != 0, key.autotune != 0);
     auto plan = std::make_unique<detail::LgmPlan>();
     plan->ws = detail::LgmWorkspace::of(p);
     if (key.autotune) {
-      detail::autotune(rt, st, p, key, eps, plan.get());
+      detail::autotune(rt, st, p, key, opt.eps, plan.get());
     } else {
       detail::build_gemm(rt, st, p, key, &plan->gemm);
       // What linear_gn_min_configs_for names (build_kernel matches its bias variant to the GEMM).
-      LinearGnMinOptions plain;
-      plain.bias_add = static_cast<LinearBiasAdd>(key.bias_add);
+      LinearGnMinOptions plain = opt;
+      plain.autotune = false;
       detail::build_kernel(
           rt, p, linear_gn_min_configs_for(p, Target::of(rt), plain, key.out_aligned != 0).front(),
           nullptr, plan.get());
@@ -404,7 +443,7 @@ void run_call(Runtime& rt, const LinearGnMinProblem& p, const void* x, const voi
   const size_t ab = ab_size(p.precision);
   const detail::LgmKey key = key_for(p, align_class(x, ab), align_w, align_class(linear_bias, 4),
                                      reinterpret_cast<uintptr_t>(out) % 16 == 0, opt);
-  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, stream);
+  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt, stream);
   // The plan knows the workspace size: no second validation on the hot path. kjit's own
   // workspace is held until the kernel is enqueued: the GEMM's output must reach this call's
   // kernel, not that of another thread enqueueing on the same stream.
@@ -463,7 +502,7 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
   validate(p, opt);
   detail::LgmState& st = rt.extension<detail::LgmState>();
   const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
-  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt.eps, nullptr);
+  const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt, nullptr);
   LinearGnMinInfo info;
   info.config = plan.config;
   info.kernel = plan.kernel.instantiation();

@@ -362,11 +362,13 @@ std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, const Ta
 std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, const Target& t,
                                                    const LinearGnMinOptions& opt,
                                                    bool out_aligned) {
+  const bool tune = opt.autotune && !opt.config;
   const std::vector<GnMinConfig> base =
-      opt.autotune ? gn_min_candidates(p, t, out_aligned)
-                   : std::vector<GnMinConfig>{gn_min_heuristic(p, t, out_aligned)};
+      opt.config ? std::vector<GnMinConfig>{*opt.config}
+      : tune     ? gn_min_candidates(p, t, out_aligned)
+                 : std::vector<GnMinConfig>{gn_min_heuristic(p, t, out_aligned)};
   std::vector<GnMinConfig> out;
-  for (bool adds_bias : linear_gn_min_kernel_adds_bias(opt.bias_add, opt.autotune, p.precision))
+  for (bool adds_bias : linear_gn_min_kernel_adds_bias(opt.bias_add, tune, p.precision))
     for (GnMinConfig c : base) {
       c.linear_bias = adds_bias;
       out.push_back(c);

@@ -4,6 +4,8 @@
 // GEMM's algorithm).
 #include <cctype>
 #include <cmath>
+#include <memory>
+#include <optional>
 
 #include "json_text.hpp"
 #include "kjit/error.hpp"
@@ -22,13 +24,22 @@ std::string lower(std::string s) {
 
 class LinearGnMinOpProblem : public op::OpProblem {
  public:
-  LinearGnMinOpProblem(const LinearGnMinProblem& p, LinearBiasAdd bias_add)
-      : p_(p), bias_add_(bias_add) {}
+  LinearGnMinOpProblem(const LinearGnMinProblem& p, LinearBiasAdd bias_add,
+                       std::optional<GnMinConfig> pinned = std::nullopt)
+      : p_(p), bias_add_(bias_add), pinned_(std::move(pinned)) {}
   std::string describe() const override { return "linear_gn_min " + p_.describe(); }
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return linear_gn_min_specs_for(p_, t, options(autotune), aligned);
   }
   std::string fields_json() const override { return linear_gn_min_problem_json(p_, bias_add_); }
+  // The fused kernel's candidates, each after the heuristic's GEMM (autotuning also times the
+  // GEMM's algorithms and who adds the bias).
+  std::vector<op::Candidate> candidates(const Target& t) const override {
+    std::vector<op::Candidate> out;
+    for (const GnMinConfig& c : gn_min_candidates(p_, t, true))
+      out.push_back({c.describe(), std::make_unique<LinearGnMinOpProblem>(p_, bias_add_, c)});
+    return out;
+  }
 
   // x, weight, linear_bias, gamma, beta, bias, out; nn.Linear's init scale keeps Y = O(1).
   std::vector<op::Operand> operands() const override {
@@ -77,11 +88,13 @@ class LinearGnMinOpProblem : public op::OpProblem {
   LinearGnMinOptions options(bool autotune) const {
     LinearGnMinOptions opt;
     opt.bias_add = bias_add_;
-    opt.autotune = autotune;
+    opt.autotune = autotune && !pinned_;
+    opt.config = pinned_;
     return opt;
   }
   LinearGnMinProblem p_;
   LinearBiasAdd bias_add_;
+  std::optional<GnMinConfig> pinned_;  // a candidate's config (candidates())
 };
 
 Precision precision_field(const op::Fields& f, DType dtype) {

@@ -24,6 +24,8 @@ struct LgmKey {
   int64_t M, K, N, G, precision, autotune;
   int64_t align_x, align_w, align_lb, out_aligned;
   int64_t bias_add;  // LinearBiasAdd
+  // A config forced through LinearGnMinOptions::config (all zero otherwise).
+  int64_t forced, threads, slice, sub, seq, vec, pad, smem, affine_smem, out_vec, split;
 };
 
 // The GEMM in cuBLASLt's column-major terms. Row-major Y[M, N] = x[M, K] W^T is the column-major

@@ -90,6 +90,16 @@ struct Expected {
   double atol = 1e-4, rtol = 1e-4;
 };
 
+class OpProblem;
+
+// One of autotuning's candidates for a problem: its config's description (what prepare()
+// returns for it) and the problem pinned to that config, so that the generic harness checks and
+// times it like any problem (kjit-bench --sweep).
+struct Candidate {
+  std::string config;
+  std::unique_ptr<OpProblem> problem;
+};
+
 // One problem of an op, parsed.
 class OpProblem {
  public:
@@ -118,6 +128,11 @@ class OpProblem {
   virtual std::vector<Expected> reference(const std::vector<std::vector<float>>& inputs) const = 0;
   // Bytes a call must move at least (inputs read once, outputs written once), for GB/s.
   virtual double min_bytes() const;
+  // What autotuning times for this problem on `t` with 16-byte aligned operands (the harness's),
+  // in the order it times them, each pinned to its config: its prepare() and run() use that
+  // config whatever `autotune` says, and its specs_for names that config's kernels. None (the
+  // default) for an op with nothing to choose; kjit-bench --sweep then refuses the problem.
+  virtual std::vector<Candidate> candidates(const Target& t) const;
 };
 
 struct OpInfo {

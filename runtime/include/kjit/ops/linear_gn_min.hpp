@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,11 @@ struct LinearGnMinOptions {
   LinearBiasAdd bias_add = LinearBiasAdd::Auto;
   bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1: time the top 8 cuBLASLt algorithms
                           // and the kernel's candidate configs once, keep the fastest (disk cache)
+  // The fused kernel's config, instead of the heuristic's or autotuning's (benchmarks, pinning a
+  // deployment); the GEMM is then the heuristic's, and the config's linear_bias follows it. One
+  // that cannot run the problem (or, with out_vec, an out not 16-byte aligned) is an
+  // InvalidArgument naming the field "config".
+  std::optional<GnMinConfig> config;
 };
 
 // Device memory a call needs besides its inputs and output: Y [M, N] fp32 and the row minima [M]
