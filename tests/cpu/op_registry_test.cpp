@@ -303,6 +303,12 @@ TEST_CASE(
     }
   }
 
+  // Nor does an empty row-norm problem.
+  CHECK(kjit::op::find_op("rms_norm")
+            .parse(kjit::op::Fields("rms_norm", {{"rows", integer(0)}, {"width", integer(64)}}))
+            ->candidates(t)
+            .empty());
+
   // A host app's op that lists none: kjit-bench --sweep refuses its problems.
   CHECK(ScaleProblem(3).candidates(t).empty());
 }

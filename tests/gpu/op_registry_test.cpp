@@ -5,6 +5,7 @@
 #include "gpu_env.hpp"
 #include "kjit/op/harness.hpp"
 #include "kjit/op/registry.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 
 namespace {
 
@@ -104,8 +105,30 @@ TEST_CASE("op registry: every candidate of a built-in problem runs its own confi
       INFO(p->describe() << " [" << c.config << "] prepared as [" << config
                          << "]: " << r.first_wrong);
       CHECK(r.ok);
-      if (op != "linear_gn_min")  // its prepare() names the kernel's instantiation and the GEMM
+      if (op != "linear_gn_min") {
         CHECK(config == c.config);
+        continue;
+      }
+      // Its prepare() names the kernel's instantiation, then the GEMM: the pinned config's
+      // kernel, in the bias variant the plan's GEMM left to it.
+      kjit::ops::LinearGnMinProblem lp;
+      lp.M = 96, lp.K = 130, lp.N = 64, lp.G = 8;
+      const bool labelled_bias = c.config.find("linear-bias") != std::string::npos;
+      int matches = 0;
+      for (kjit::ops::GnMinConfig k : kjit::ops::gn_min_candidates(lp, kjit::Target::of(rt))) {
+        k.linear_bias = labelled_bias;
+        if (k.describe() != c.config) continue;
+        ++matches;
+        bool ran = false;
+        for (bool bias : {false, true}) {
+          k.linear_bias = bias;
+          const std::string inst = kjit::ops::gn_min_spec(lp, k).instantiation();
+          ran |= config.compare(0, inst.size(), inst) == 0 &&
+                 (config[inst.size()] == ';' || config[inst.size()] == ' ');
+        }
+        CHECK(ran);
+      }
+      CHECK(matches == 1);
     }
   }
 }

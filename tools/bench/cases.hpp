@@ -53,6 +53,9 @@ nlohmann::json run_layer_norm(kjit::Runtime& rt, CUstream stream, const Case& c,
 // The case as its op's registry entry parses it (row norms and Linear-GN-min; the case's own
 // checks first).
 std::unique_ptr<kjit::op::OpProblem> registered_problem(const Case& c);
+// The dtype that problem runs: a prepacked fp32x3 case's is "fp32x3-percall" (the registry's call
+// takes no prepacked weight and splits W every time).
+std::string registered_dtype(const Case& c);
 // Every autotune candidate of one row-norm or Linear-GN-min case (aligned operands), through the
 // op registry's candidates, checked and timed.
 std::vector<nlohmann::json> sweep_registered(kjit::Runtime& rt, CUstream stream, const Case& c,

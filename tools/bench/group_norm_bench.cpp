@@ -116,7 +116,10 @@ std::vector<nlohmann::json> sweep_group_norm(kjit::Runtime& rt, CUstream stream,
     try {
       rows.push_back(gc.run(cfg, false));
     } catch (const kjit::Error& e) {
-      rows.push_back({{"shape", shape_text(c)}, {"config", cfg.describe()}, {"error", e.what()}});
+      rows.push_back({{"shape", shape_text(c)},
+                      {"config", cfg.describe()},
+                      {"error", e.what()},
+                      {"errc", kjit::errc_name(e.code())}});
     }
   }
   return rows;

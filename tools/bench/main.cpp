@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,23 +51,36 @@ bool selected(const std::vector<std::string>& only_ops, const std::string& op) {
   return only_ops.empty() || std::find(only_ops.begin(), only_ops.end(), op) != only_ops.end();
 }
 
-// Prints one candidate's row (adding its share of the copy bandwidth); false when it was WRONG.
-bool report_swept(nlohmann::json& r, const std::string& what, double copy) {
+enum class Swept { Ok, Failed, Wrong };
+
+// Prints one candidate's row (adding its share of the copy bandwidth). A candidate that does not
+// compile or that this device cannot run is skipped, as autotuning skips it; any other error
+// fails the run.
+Swept report_swept(nlohmann::json& r, const std::string& what, double copy) {
+  const std::string candidate = r.value("candidate", std::string());
+  const std::string config = r["config"].get<std::string>();
+  const std::string label =
+      candidate.empty() || candidate == config ? config : candidate + " [" + config + "]";
   if (r.contains("error")) {
-    std::printf("  %s: %s: %s\n", what.c_str(), r["config"].get<std::string>().c_str(),
+    const std::string errc = r.value("errc", std::string());
+    const bool skipped = errc == kjit::errc_name(kjit::Errc::Compile) ||
+                         errc == kjit::errc_name(kjit::Errc::Unsupported);
+    std::printf("  %s: %s: %s %s: %s\n", what.c_str(), label.c_str(),
+                skipped ? "skipped," : "FAILED,", errc.c_str(),
                 r["error"].get<std::string>().c_str());
-  } else {
-    r["pct_copy"] = 100.0 * r["gbps"].get<double>() / copy;
-    // GroupNorm's own harness reports the relative L2 error, the generic one the largest.
-    const bool rel = r.contains("rel_l2");
-    std::printf(
-        "  %-30s %10.2f %5.1f%% %s %9.2e  %s%s%s\n", what.c_str(), r["device_us"].get<double>(),
-        r["pct_copy"].get<double>(), rel ? "rel_l2" : "max_abs",
-        r.value(rel ? "rel_l2" : "max_abs_err", 0.0), r["config"].get<std::string>().c_str(),
-        r.value("correct", true) ? "" : "  WRONG: ", r.value("first_wrong", std::string()).c_str());
+    std::fflush(stdout);
+    return skipped ? Swept::Ok : Swept::Failed;
   }
+  r["pct_copy"] = 100.0 * r["gbps"].get<double>() / copy;
+  // GroupNorm's own harness reports the relative L2 error, the generic one the largest.
+  const bool rel = r.contains("rel_l2");
+  std::printf(
+      "  %-30s %10.2f %5.1f%% %s %9.2e  %s%s%s\n", what.c_str(), r["device_us"].get<double>(),
+      r["pct_copy"].get<double>(), rel ? "rel_l2" : "max_abs",
+      r.value(rel ? "rel_l2" : "max_abs_err", 0.0), label.c_str(),
+      r.value("correct", true) ? "" : "  WRONG: ", r.value("first_wrong", std::string()).c_str());
   std::fflush(stdout);
-  return r.value("correct", true);
+  return r.value("correct", true) ? Swept::Ok : Swept::Wrong;
 }
 
 struct Inputs {
@@ -155,10 +169,8 @@ int run(int argc, char** argv) {
     if (sweep) {  // before minutes of other cases: a problem with nothing to sweep is refused
       for (const auto& [op, p] : problems)
         if (selected(only_ops, op) && p->candidates(kjit::Target::of(rt)).empty()) {
-          std::fprintf(stderr,
-                       "kjit-bench: error: --sweep: %s: its op lists no autotune candidates "
-                       "(OpProblem::candidates)\n",
-                       p->describe().c_str());
+          std::fprintf(stderr, "kjit-bench: error: --sweep: %s: %s\n", p->describe().c_str(),
+                       kjit_bench::kNoCandidates);
           return 2;
         }
     }
@@ -178,15 +190,26 @@ int run(int argc, char** argv) {
     std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy);
     std::printf("%-13s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
                 "host us", "GB/s", "%copy", "rel_l2", "config");
-    bool all_correct = true;
+    bool all_correct = true, sweep_failed = false;
+    std::set<std::string> swept_cases;
+    auto note = [&](Swept r) {
+      all_correct &= r != Swept::Wrong;
+      sweep_failed |= r == Swept::Failed;
+    };
     for (const auto& c : cases) {
       if (!selected(only_ops, c.op)) continue;
       nlohmann::json row;
       if (sweep) {
-        auto swept = c.op == "group_norm" ? kjit_bench::sweep_group_norm(rt, stream, c, s)
-                                          : kjit_bench::sweep_registered(rt, stream, c, s);
+        const bool gn = c.op == "group_norm";
+        // fp32x3 and fp32x3-percall are one registry problem: swept once.
+        const std::string what = c.op + " " + kjit_bench::shape_text(c) + " " +
+                                 (gn ? c.dtype : kjit_bench::registered_dtype(c)) + " " + c.layout;
+        if (!swept_cases.insert(what).second) continue;
+        auto swept = gn ? kjit_bench::sweep_group_norm(rt, stream, c, s)
+                        : kjit_bench::sweep_registered(rt, stream, c, s);
         for (auto& r : swept) {
-          all_correct &= report_swept(r, r["shape"].get<std::string>() + " " + c.dtype, copy);
+          note(report_swept(r, r["shape"].get<std::string>() + " " + r.value("dtype", c.dtype),
+                            copy));
           out["sweep"].push_back(r);
         }
         continue;
@@ -214,7 +237,7 @@ int run(int argc, char** argv) {
       if (!selected(only_ops, op)) continue;
       if (sweep) {
         for (auto& r : kjit_bench::sweep_problem(rt, stream, *p, s)) {
-          all_correct &= report_swept(r, p->describe(), copy);
+          note(report_swept(r, p->describe(), copy));
           out["sweep"].push_back(r);
         }
         continue;
@@ -233,7 +256,7 @@ int run(int argc, char** argv) {
     }
     if (!json_file.empty())
       kjit::tools::write_text_file(json_file, kjit::tools::json_text(out) + "\n");
-    return all_correct ? 0 : 3;
+    return !all_correct ? 3 : sweep_failed ? 1 : 0;
   } catch (const kjit::Error& e) {
     std::fprintf(stderr, "kjit-bench: %s error: %s\n", kjit::errc_name(e.code()), e.what());
     return 1;

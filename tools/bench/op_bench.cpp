@@ -41,9 +41,7 @@ std::vector<nlohmann::json> sweep_problem(kjit::Runtime& rt, CUstream stream,
                                           const kjit::op::OpProblem& p, const Settings& s) {
   const std::vector<kjit::op::Candidate> candidates = p.candidates(kjit::Target::of(rt));
   if (candidates.empty())
-    throw kjit::Error::invalid("problem", p.describe() +
-                                              ": its op lists no autotune candidates to sweep "
-                                              "(OpProblem::candidates)");
+    throw kjit::Error::invalid("problem", p.describe() + ": " + kNoCandidates);
   kjit::op::ProblemBuffers b(rt, p, kjit::op::ProblemBuffers::sets_for(p, s.rotate_bytes), 42);
   Settings each = s;
   each.autotune = false;  // a candidate runs its own config
@@ -52,9 +50,15 @@ std::vector<nlohmann::json> sweep_problem(kjit::Runtime& rt, CUstream stream,
   for (const kjit::op::Candidate& c : candidates) {
     if (c.config.find(s.sweep_filter) == std::string::npos) continue;
     try {
-      rows.push_back(run_problem(rt, stream, *c.problem, each, b));
+      nlohmann::json row = run_problem(rt, stream, *c.problem, each, b);
+      row["candidate"] = c.config;  // what --sweep-filter matched; "config" is prepare()'s
+      rows.push_back(std::move(row));
     } catch (const kjit::Error& e) {
-      rows.push_back({{"problem", p.describe()}, {"config", c.config}, {"error", e.what()}});
+      rows.push_back({{"problem", p.describe()},
+                      {"config", c.config},
+                      {"candidate", c.config},
+                      {"error", e.what()},
+                      {"errc", kjit::errc_name(e.code())}});
     }
   }
   return rows;

@@ -22,5 +22,8 @@ nlohmann::json run_problem(kjit::Runtime& rt, CUstream stream, const kjit::op::O
 // candidates.
 std::vector<nlohmann::json> sweep_problem(kjit::Runtime& rt, CUstream stream,
                                           const kjit::op::OpProblem& p, const Settings& s);
+inline constexpr const char* kNoCandidates =
+    "nothing to sweep: its op lists no autotune candidates for it (an empty problem has none; an "
+    "op lists them through OpProblem::candidates)";
 
 }  // namespace kjit_bench

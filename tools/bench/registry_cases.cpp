@@ -27,10 +27,17 @@ std::unique_ptr<kjit::op::OpProblem> registered_problem(const Case& c) {
   return kjit::op::find_op(c.op).parse(kjit::tools::op_fields(j, c.op));
 }
 
+std::string registered_dtype(const Case& c) {
+  return c.op == "linear_gn_min" && c.dtype == "fp32x3" ? "fp32x3-percall" : c.dtype;
+}
+
 std::vector<nlohmann::json> sweep_registered(kjit::Runtime& rt, CUstream stream, const Case& c,
                                              const Settings& s) {
   std::vector<nlohmann::json> rows = sweep_problem(rt, stream, *registered_problem(c), s);
-  for (nlohmann::json& row : rows) row["shape"] = shape_text(c);
+  for (nlohmann::json& row : rows) {
+    row["shape"] = shape_text(c);
+    row["dtype"] = registered_dtype(c);
+  }
   return rows;
 }
 

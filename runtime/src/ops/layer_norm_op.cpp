@@ -28,6 +28,7 @@ class LayerNormOpProblem : public op::OpProblem {
   std::string fields_json() const override { return layer_norm_problem_json(p_); }
   std::vector<op::Candidate> candidates(const Target& t) const override {
     std::vector<op::Candidate> out;
+    if (p_.rows == 0) return out;  // nothing to time
     for (const LayerNormConfig& c : layer_norm_candidates(p_, t, true))
       out.push_back({c.describe(), std::make_unique<LayerNormOpProblem>(p_, c)});
     return out;

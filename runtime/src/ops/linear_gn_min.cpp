@@ -154,13 +154,19 @@ void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& 
 }
 
 // A forced config, checked once, where its plan is built (a call with a plan checks nothing).
-void check_forced(const LinearGnMinProblem& p, GnMinConfig c, bool out_aligned) {
+void check_forced(Runtime& rt, const LinearGnMinProblem& p, GnMinConfig c, bool out_aligned) {
   c.linear_bias = p.precision == Precision::Fp32x3 || c.linear_bias;  // the plan sets it
   validate(p, c);  // its errors name the field "config"
   if (c.out_vec && !out_aligned)
     bad(p, "config",
         "config " + c.describe() + " stores out in 16-byte vectors (out_vec), but out is not " +
             "16-byte aligned");
+  const size_t smem = gn_min_smem_bytes(p, c), most = rt.props().max_smem_per_block_optin;
+  if (smem > most)
+    bad(p, "config",
+        "config " + c.describe() + " needs " + std::to_string(smem) +
+            " bytes of shared memory per block; " + rt.props().name + " allows " +
+            std::to_string(most));
 }
 
 const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearGnMinProblem& p,
@@ -168,7 +174,7 @@ const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearG
                                 CUstream stream) {
   if (const detail::LgmPlan* plan = st.plans.find(key)) return *plan;
   throw_if_capturing(rt, stream, p, "the plan (cuBLASLt algorithm, kernel) is not built yet");
-  if (opt.config) check_forced(p, *opt.config, key.out_aligned != 0);
+  if (opt.config) check_forced(rt, p, *opt.config, key.out_aligned != 0);
   return *st.plans.find_or_build(key, [&] {
     // A forced config's problem is not what a plain call of it runs: its kernels are recorded.
     const op::ProblemScope rec = op::record_problem(

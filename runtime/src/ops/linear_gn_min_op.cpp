@@ -33,11 +33,15 @@ class LinearGnMinOpProblem : public op::OpProblem {
   }
   std::string fields_json() const override { return linear_gn_min_problem_json(p_, bias_add_); }
   // The fused kernel's candidates, each after the heuristic's GEMM (autotuning also times the
-  // GEMM's algorithms and who adds the bias).
+  // GEMM's algorithms and, for bias_add auto, who adds the bias). Described with the bias
+  // variant an untuned plan builds first (the plan follows its GEMM: prepare() says which ran).
   std::vector<op::Candidate> candidates(const Target& t) const override {
+    const bool adds_bias = linear_gn_min_kernel_adds_bias(bias_add_, false, p_.precision).front();
     std::vector<op::Candidate> out;
-    for (const GnMinConfig& c : gn_min_candidates(p_, t, true))
+    for (GnMinConfig c : gn_min_candidates(p_, t, true)) {
+      c.linear_bias = adds_bias;
       out.push_back({c.describe(), std::make_unique<LinearGnMinOpProblem>(p_, bias_add_, c)});
+    }
     return out;
   }
 

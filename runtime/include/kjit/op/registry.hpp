@@ -128,10 +128,12 @@ class OpProblem {
   virtual std::vector<Expected> reference(const std::vector<std::vector<float>>& inputs) const = 0;
   // Bytes a call must move at least (inputs read once, outputs written once), for GB/s.
   virtual double min_bytes() const;
-  // What autotuning times for this problem on `t` with 16-byte aligned operands (the harness's),
-  // in the order it times them, each pinned to its config: its prepare() and run() use that
-  // config whatever `autotune` says, and its specs_for names that config's kernels. None (the
-  // default) for an op with nothing to choose; kjit-bench --sweep then refuses the problem.
+  // Autotuning's candidate configs for this problem on `t` with 16-byte aligned operands (the
+  // harness's), in the order it times them, each pinned: its prepare() and run() use that config
+  // whatever `autotune` says, and its specs_for names that config's kernels. What else an op
+  // tunes stays its untuned choice there (Linear-GN-min: the heuristic's GEMM). None (the
+  // default) for an op with nothing to choose, or an empty problem; kjit-bench --sweep then
+  // refuses the problem.
   virtual std::vector<Candidate> candidates(const Target& t) const;
 };
 
