@@ -19,9 +19,8 @@ class LayerNormOpProblem : public op::OpProblem {
   explicit LayerNormOpProblem(const LayerNormProblem& p,
                               std::optional<LayerNormConfig> pinned = std::nullopt)
       : p_(p), pinned_(std::move(pinned)) {}
-  std::string describe() const override {
-    return std::string(norm_kind_name(p_.kind)) + " " + p_.describe();
-  }
+  // The problem's own description starts with the op's name.
+  std::string describe() const override { return p_.describe(); }
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return layer_norm_specs_for(p_, t, options(autotune), aligned);
   }
