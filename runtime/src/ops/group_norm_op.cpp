@@ -73,8 +73,8 @@ class GroupNormOpProblem : public op::OpProblem {
  private:
   GroupNormOptions options(bool autotune) const {
     GroupNormOptions opt;
-    opt.autotune = autotune && !pinned_;
-    opt.config = pinned_;
+    opt.autotune = autotune;
+    opt.config = pinned_;  // a forced config wins over autotuning in every op
     return opt;
   }
   GroupNormProblem p_;

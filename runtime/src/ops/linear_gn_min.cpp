@@ -153,6 +153,15 @@ void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& 
                       "workspace) before capturing");
 }
 
+// Why the device cannot give c its shared memory, or "" when it can.
+std::string smem_excess(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c) {
+  const size_t smem = gn_min_smem_bytes(p, c), most = rt.props().max_smem_per_block_optin;
+  if (smem <= most) return {};
+  return "config " + c.describe() + " needs " + std::to_string(smem) +
+         " bytes of shared memory per block; " + rt.props().name + " allows " +
+         std::to_string(most);
+}
+
 // A forced config, checked once, where its plan is built (a call with a plan checks nothing).
 void check_forced(Runtime& rt, const LinearGnMinProblem& p, GnMinConfig c, bool out_aligned) {
   c.linear_bias = p.precision == Precision::Fp32x3 || c.linear_bias;  // the plan sets it
@@ -161,12 +170,9 @@ void check_forced(Runtime& rt, const LinearGnMinProblem& p, GnMinConfig c, bool 
     bad(p, "config",
         "config " + c.describe() + " stores out in 16-byte vectors (out_vec), but out is not " +
             "16-byte aligned");
-  const size_t smem = gn_min_smem_bytes(p, c), most = rt.props().max_smem_per_block_optin;
-  if (smem > most)
-    bad(p, "config",
-        "config " + c.describe() + " needs " + std::to_string(smem) +
-            " bytes of shared memory per block; " + rt.props().name + " allows " +
-            std::to_string(most));
+  // A forced config is the caller's choice: InvalidArgument (build_kernel's Unsupported is for
+  // the candidates autotuning skips).
+  if (const std::string excess = smem_excess(rt, p, c); !excess.empty()) bad(p, "config", excess);
 }
 
 const detail::LgmPlan& plan_for(Runtime& rt, detail::LgmState& st, const LinearGnMinProblem& p,
@@ -364,12 +370,9 @@ void build_kernel(Runtime& rt, const LinearGnMinProblem& p, const GnMinConfig& c
   GnMinConfig c = config;
   c.linear_bias = !plan->gemm.bias_epilogue;
   validate(p, c);
+  if (const std::string excess = smem_excess(rt, p, c); !excess.empty())
+    throw Error(Errc::Unsupported, "linear_gn_min: " + excess);
   const size_t smem = gn_min_smem_bytes(p, c);
-  if (smem > static_cast<size_t>(rt.props().max_smem_per_block_optin))
-    throw Error(Errc::Unsupported, "linear_gn_min: config " + c.describe() + " needs " +
-                                       std::to_string(smem) + " bytes of shared memory; " +
-                                       rt.props().name + " allows " +
-                                       std::to_string(rt.props().max_smem_per_block_optin));
   plan->config = c;
   plan->channels = static_cast<int>(p.N);
   plan->launch.grid.x = static_cast<unsigned>((p.M + c.rows() - 1) / c.rows());

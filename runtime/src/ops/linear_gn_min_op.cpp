@@ -92,8 +92,8 @@ class LinearGnMinOpProblem : public op::OpProblem {
   LinearGnMinOptions options(bool autotune) const {
     LinearGnMinOptions opt;
     opt.bias_add = bias_add_;
-    opt.autotune = autotune && !pinned_;
-    opt.config = pinned_;
+    opt.autotune = autotune;
+    opt.config = pinned_;  // a forced config wins over autotuning in every op
     return opt;
   }
   LinearGnMinProblem p_;
