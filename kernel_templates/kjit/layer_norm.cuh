@@ -8,12 +8,13 @@
 // and once to normalize (from L2 when the row fits there).
 //
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
-// deviations from its own mean; a held fp32 cluster sums values and squares in one reduction and
-// takes the second pass only where that would lose over 3 bits); streaming, each thread keeps
-// Welford's (count, mean, M2) in the one statistics read instead (a streamed cluster's CTA then
-// combines them in one reduction). A cluster's CTAs then send (count, sum, M2, mean) to one another
-// through distributed shared memory and combine them with the parallel-variance formula. RMSNorm
-// sums squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
+// deviations from its own mean); streaming, each thread keeps Welford's (count, mean, M2) in the
+// one statistics read instead (a streamed cluster's CTA then combines them in one reduction). A
+// streamed cluster's CTAs then send (count, sum, M2, mean) to one another through distributed
+// shared memory and combine them with the parallel-variance formula. A held cluster's CTAs send
+// their sums of values and squares instead, one CTA reduction and one exchange, and take a second
+// of each about the row's mean only where Q - S mean would lose over 3 bits of M2. RMSNorm sums
+// squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
 // inf - inf), makes the row's statistics NaN.
 #pragma once
 
@@ -179,28 +180,53 @@ __forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4
   return make_float2(mean, team_sum<kThreads, kThreads>(fmaf(n * dt, dt, m2), scratch));
 }
 
-// A row's statistics across a cluster. Lane k of each CTA's warp 0 sends the CTA's (count, sum,
-// M2 about its own mean, that mean; for RMSNorm only the sum counts) to CTA k's inbox (see
-// kjit/cluster.cuh); then every warp of every CTA combines the kCluster messages itself: lane l
-// reads message l % kGroup (kCluster rounded up to a power of two; one shared load per warp) and
-// xor shuffles within groups of kGroup lanes add them, the same tree, so the same bits, in every
-// lane. No CTA barrier, and no cluster barrier on the row's critical path (on the H200, one row of
-// 65536: 2.41 us against 2.65 for slots pushed under a cluster barrier, kjit-row-floor --pdl).
-// `n` is the row's element count.
-// Returns (mean, M2 / n), or for RMSNorm (mean of squares, -). The caller initialized `inbox` and
-// arrived on the cluster barrier at its start (the wait here says every peer's inbox is ready).
+// One message exchange across a cluster: lane k of each CTA's warp 0 sends the CTA's `msg` to CTA
+// k's inbox (see kjit/cluster.cuh); then lane l of every warp of every CTA reads message
+// l % kGroup (kCluster rounded up to a power of two; one shared load per warp; past kCluster an
+// empty message), so that xor shuffles within groups of kGroup lanes add them by the same tree,
+// to the same bits, in every lane of every CTA: a branch on the result is taken cluster-wide. No
+// CTA barrier, and no cluster barrier on the row's critical path (on the H200, one row of 65536:
+// 2.41 us against 2.65 for slots pushed under a cluster barrier, kjit-row-floor --pdl).
+// Each exchange has its own slots and inbox, initialized by the caller before the cluster arrive
+// at its start; kFirst: this is the launch's first exchange, whose cluster wait says every peer's
+// inboxes are ready.
+template <int kCluster, bool kFirst>
+__forceinline__ float4 cluster_exchange(float4 msg, float4 (&slots)[kCluster],
+                                        unsigned long long* inbox) {
+  constexpr int kGroup = pow2_at_least(kCluster);
+  static_assert(kGroup <= 32, "at most 32 messages");
+  if (threadIdx.x == 0) inbox_expect(inbox, kCluster * sizeof(float4));
+  if constexpr (kFirst) cluster_wait();
+  if (threadIdx.x < kCluster) inbox_send(&slots[cluster_rank()], inbox, threadIdx.x, msg);
+  inbox_wait(inbox);
+  const int k = (threadIdx.x & 31) % kGroup;
+  return k < kCluster ? slots[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// The cluster-wide sums of two values (cluster_exchange's tree: the same bits in every thread).
+template <int kCluster, bool kFirst>
+__forceinline__ float2 cluster_sum2(float u, float v, float4 (&slots)[kCluster],
+                                    unsigned long long* inbox) {
+  constexpr int kGroup = pow2_at_least(kCluster);
+  const float4 m = cluster_exchange<kCluster, kFirst>(make_float4(u, v, 0.f, 0.f), slots, inbox);
+  float a = m.x, b = m.y;
+#pragma unroll
+  for (int o = kGroup / 2; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  return make_float2(a, b);
+}
+
+// A row's statistics across a cluster from each CTA's (count, sum, M2 about its own mean, that
+// mean; for RMSNorm only the sum counts), exchanged once. `n` is the row's element count.
+// Returns (mean, M2 / n), or for RMSNorm (mean of squares, -).
 template <int kCluster, bool kRms>
 __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_mean, float n,
                                      float4 (&slots)[kCluster], unsigned long long* inbox) {
   constexpr int kGroup = pow2_at_least(kCluster);
-  static_assert(kGroup <= 32, "at most 32 messages");
-  if (threadIdx.x == 0) inbox_expect(inbox, kCluster * sizeof(float4));
-  cluster_wait();
-  if (threadIdx.x < kCluster)
-    inbox_send(&slots[cluster_rank()], inbox, threadIdx.x, make_float4(cnt, s, m2, local_mean));
-  inbox_wait(inbox);
-  const int k = (threadIdx.x & 31) % kGroup;  // past kCluster: an empty message
-  const float4 v = k < kCluster ? slots[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+  const float4 v =
+      cluster_exchange<kCluster, true>(make_float4(cnt, s, m2, local_mean), slots, inbox);
   if constexpr (kRms) return make_float2(xor_sum<kGroup>(v.y) / n, 0.f);
   // LayerNorm: everything about one reference, CTA 0's mean r (CTA 0 always holds part of the
   // row), so that one xor tree sums both e = sum_c n_c (mean_c - r) = n (mean - r) and
@@ -263,17 +289,21 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
 #endif
 
-  // A held cluster's fp32 LayerNorm sums its values and their squares in one CTA reduction
-  // (see Pass 1).
-  constexpr bool kOneReduction = !kRms && kCluster > 1 && !kStream && sizeof(T) == 4;
-  __shared__ float red1[32], red2[32];                         // one per team reduction
-  __shared__ float2 red12[kOneReduction ? kThreads / 32 : 1];  // kOneReduction's
+  // A held LayerNorm cluster sends its CTAs' sums of values and squares (see Pass 1).
+  constexpr bool kRowSums = !kRms && kCluster > 1 && !kStream;
+  __shared__ float red1[32], red2[32];                     // one per team reduction
+  __shared__ float2 red12[kRowSums ? kThreads / 32 : 1];   // kRowSums' CTA reductions:
+  __shared__ float2 red12b[kRowSums ? kThreads / 32 : 1];  // the sums, the exact pass
   __shared__ float4 warp_moments[kThreads / 32];  // LayerNorm's per-warp moments (cta_moments)
   __shared__ float4 slots[kCluster];              // the cluster's statistics, one message per CTA
-  __shared__ unsigned long long inbox;            // counts the messages' bytes (cluster_stats)
+  __shared__ float4 slots2[kRowSums ? kCluster : 1];  // kRowSums' exact pass, when taken
+  __shared__ unsigned long long inbox, inbox2;        // count the messages' bytes
   if constexpr (kCluster > 1) {
-    if (threadIdx.x == 0) inbox_init(&inbox);
-    cluster_arrive_relaxed();  // this CTA runs and its inbox is ready (see cluster_stats)
+    if (threadIdx.x == 0) {
+      inbox_init(&inbox);
+      if constexpr (kRowSums) inbox_init(&inbox2);
+    }
+    cluster_arrive_relaxed();  // this CTA runs and its inboxes are ready (cluster_exchange)
   }
   if (trigger) pdl_launch_dependents();
   pdl_wait();  // x, r, w, b and the outputs may belong to the kernel before (programmatic launch)
@@ -386,9 +416,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // cluster then combines those in one CTA reduction instead of two (rownorm::cta_moments; one
   // fp32 row of 2^20 on the H200: 14.7 -> 13.9 us). Held clusters do not take moments: with
   // them (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
-  // Held fp32 clusters sum the squares alongside (kOneReduction, checked below): 64 x 65536 on
-  // the H200 16.9 -> 15.7 us, one row equal. 16-bit rows keep two reductions (the same change:
-  // bf16 1 x 65536 2.30 -> 2.40 us).
+  // Held clusters sum the squares alongside instead (kRowSums, below).
   constexpr bool kCtaMoments = !kRms && kCluster > 1 && kStream;
   float part = 0.f, squares = 0.f;
   rownorm::Welford own;
@@ -397,7 +425,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
 #pragma unroll
       for (int j = 0; j < kVec; ++j) part = kRms ? fmaf(f[j], f[j], part) : part + f[j];
     }
-    if constexpr (kOneReduction) {
+    if constexpr (kRowSums) {
 #pragma unroll
       for (int j = 0; j < kVec; ++j) squares = fmaf(f[j], f[j], squares);
     }
@@ -414,69 +442,84 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
       add1(f);
     }
   }
-  const float cnt = static_cast<float>(kCluster > 1 ? (last - first) * kVec : width);
-  float s1 = 0.f, local_mean = 0.f, m2 = 0.f;
-  if constexpr (kCtaMoments) {
-    // A streamed cluster's LayerNorm: each thread's own moments, then one CTA reduction.
-    const float2 mm =
-        rownorm::cta_moments<kThreads>(own.n, own.mean, own.m2, cnt, warp_moments, red2);
-    local_mean = mm.x;
-    m2 = mm.y;  // (s1 stays 0: a LayerNorm cluster's message carries the mean and M2)
+  // This thread's held values' deviations from `about`: (their sum, the sum of their squares).
+  auto held_deviations = [&](float about) {
+    float e = 0.f, a = 0.f;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      if (first + i * kTpr + t >= last) continue;
+      float f[kVec];
+      unpack_floats(held[i], f);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float d = f[j] - about;
+        e += d;
+        a = fmaf(d, d, a);
+      }
+    }
+    return make_float2(e, a);
+  };
+  float mean = 0.f, var = 0.f;
+  if constexpr (kRowSums) {
+    // The row's sums S and Q of values and squares: one CTA reduction, sent to the peers
+    // undivided (a division before the message would delay it, as RMSNorm's below). M2 = Q - S
+    // mean loses log2(Q / M2) = log2(1 + mean^2 / var) bits of Q. Within 3 bits (the row's mean
+    // within 2.6 standard deviations of zero, as most activations are) that is the M2; past
+    // them, or where Q is NaN or inf (NaN or inf values, or squares past the float range), every
+    // CTA takes the deviations from that mean m0 in a second reduction and exchange: e = n
+    // (mean - m0) and a = M2 + e (e / n), exact as m0 is within a few ulps of the mean (S's
+    // rounding at a row's sum, far from zero, would be too much for the mean itself). Every
+    // thread of the cluster holds the same bits of S and Q, so all take the same branch.
+    const float inv_n = 1.f / static_cast<float>(width);
+    const float2 cta = rownorm::cta_sum2<kThreads>(part, squares, red12);
+    const float2 row = rownorm::cluster_sum2<kCluster, true>(cta.x, cta.y, slots, &inbox);
+    mean = row.x * inv_n;
+    float m2 = fmaf(-row.x, mean, row.y);
+    if (!(m2 * 8.f >= row.y) || isinf(row.y)) {
+      const float2 own_dev = held_deviations(mean);
+      const float2 dev = rownorm::cta_sum2<kThreads>(own_dev.x, own_dev.y, red12b);
+      const float2 ea = rownorm::cluster_sum2<kCluster, false>(dev.x, dev.y, slots2, &inbox2);
+      const float dm = ea.x * inv_n;
+      mean += dm;
+      m2 = isinf(ea.y) ? ea.y : fmaf(-ea.x, dm, ea.y);
+    }
+    var = (m2 < 0.f ? 0.f : m2) * inv_n;  // rounding below 0; NaN stays
   } else {
-    float squares_sum = 0.f;
-    if constexpr (kOneReduction) {
-      const float2 sums = rownorm::cta_sum2<kThreads>(part, squares, red12);
-      s1 = sums.x;
-      squares_sum = sums.y;
+    const float cnt = static_cast<float>(kCluster > 1 ? (last - first) * kVec : width);
+    float s1 = 0.f, local_mean = 0.f, m2 = 0.f;
+    if constexpr (kCtaMoments) {
+      // A streamed cluster's LayerNorm: each thread's own moments, then one CTA reduction.
+      const float2 mm =
+          rownorm::cta_moments<kThreads>(own.n, own.mean, own.m2, cnt, warp_moments, red2);
+      local_mean = mm.x;
+      m2 = mm.y;  // (s1 stays 0: a LayerNorm cluster's message carries the mean and M2)
     } else {
       s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
-    }
-    // A cluster's RMSNorm divides once, after the exchange: this division would delay its
-    // message (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
-    local_mean = cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, cnt) : 0.f;
-    if constexpr (!kRms) {
-      // One reduction: M2 = a - s1 * mean loses log2(a / M2) = log2(1 + mean^2 / var) bits of
-      // the sum of squares a. Within 3 bits (the CTA's values' mean within 2.6 standard
-      // deviations of zero, as most activations are) that is the M2; past them, or where a is
-      // NaN or inf (NaN or inf values, or squares past the float range), the exact pass below
-      // takes over. Every thread of the CTA holds the same bits, so all take the same branch.
-      bool exact = true;
-      if constexpr (kOneReduction) {
-        m2 = fmaf(-s1, local_mean, squares_sum);
-        exact = !(m2 * 8.f >= squares_sum) || isinf(squares_sum);
-      }
-      // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the
-      // held values, or when streaming, each thread's M2 moved to that mean (the
-      // parallel-variance rule).
-      if (exact) {
+      // A cluster's RMSNorm divides once, after the exchange: this division would delay its
+      // message (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
+      local_mean = cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, cnt) : 0.f;
+      if constexpr (!kRms) {
+        // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the
+        // held values, or when streaming, each thread's M2 moved to that mean (the
+        // parallel-variance rule).
         float dev = 0.f;
         if constexpr (kStream) {
           const float d = own.n > 0.f ? own.mean - local_mean : 0.f;
           dev = own.m2 + own.n * d * d;
         } else {
-#pragma unroll
-          for (int i = 0; i < kIters; ++i) {
-            if (first + i * kTpr + t >= last) continue;
-            float f[kVec];
-            unpack_floats(held[i], f);
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) {
-              const float d = f[j] - local_mean;
-              dev = fmaf(d, d, dev);
-            }
-          }
+          dev = held_deviations(local_mean).y;
         }
         m2 = rownorm::team_sum<kThreads, kTpr>(dev, red2);
       }
     }
-  }
-
-  float mean = local_mean, var = cnt > 0.f ? m2 / cnt : 0.f;
-  if constexpr (kCluster > 1) {
-    const float2 st =
-        rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, local_mean, width, slots, &inbox);
-    mean = st.x;
-    var = st.y;
+    mean = local_mean;
+    var = cnt > 0.f ? m2 / cnt : 0.f;
+    if constexpr (kCluster > 1) {
+      const float2 st =
+          rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, local_mean, width, slots, &inbox);
+      mean = st.x;
+      var = st.y;
+    }
   }
   // RMSNorm: `mean` is the mean of squares.
   const float rstd = rsqrtf((kRms ? mean : var) + eps);

@@ -91,13 +91,13 @@ void inject(const Case& cs, std::vector<float>* x) {
       if (at % w < (w + 15) / 16) (*x)[at] += 1e4f;
     return;
   }
-  if (cs.special == 8) {  // 1.6e17 and 4.8e17 alternating: a CTA's sum of 4096 squares
-    // overflows fp32 where its M2 (~1e38) does not, with a / M2 = 5, inside the one-reduction rule
+  if (cs.special == 8) {  // 1.6e17 and 4.8e17 alternating: a sum of 4096 squares overflows
+    // fp32 where its M2 (~1e38) does not, with a / M2 = 5, inside the one-reduction rule
     for (size_t at = 0; at < x->size(); ++at) (*x)[at] = at % 2 ? 4.8e17f : 1.6e17f;
     return;
   }
-  if (cs.special == 9) {  // each row's second half 30 off: a cluster's first CTAs keep the one
-                          // reduction, its last ones take the exact pass
+  if (cs.special == 9) {  // each row's second half 30 off: CTAs whose own values sit near 0 or
+                          // near 30, in a row whose mean is 15
     for (size_t at = 0; at < x->size(); ++at)
       if (at % w >= w / 2) (*x)[at] += 30.f;
     return;
@@ -360,7 +360,8 @@ TEST_CASE("layer_norm: unaligned pointers, in place and aliased sums, NaN and in
 }
 
 // Streaming LayerNorm takes each thread's variance by Welford's update and merges them; held rows
-// take two passes, held fp32 clusters one where it keeps all but 3 bits of the sum of squares.
+// take two passes, held clusters their row's sums of values and squares where those keep all but
+// 3 bits of M2, and a second pass about that mean where not.
 // All must hold up where a sum of squares would cancel (mean 100, std 1: 7e-5 relative L2 error
 // from E[x^2] - E[x]^2 in fp32, 2e-6 from the kernels, checked at 1e-5), and propagate NaN and
 // inf, alone, across a cluster, and on the scalar path. Outliers (specials 4-6) sit where held
@@ -400,11 +401,12 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
         c.p.residual = special == 3;
         cases.push_back(c);
       }
-      // Held fp32 clusters sum values and squares in one reduction while the mean lies within
-      // 2.6 standard deviations of zero: at 2.5 (a / M2 = 7.25, nearly 3 bits lost) they keep
-      // it, at 3 (10) they take the exact pass. At 30 the one reduction would lose 10 bits
-      // (over 1e-5 relative L2 on the held 16-CTA configs): a looser rule fails there. Rows
-      // half at 0 and half at 30 mix both paths in one cluster.
+      // Held clusters take M2 = Q - S mean from the row's sums while its mean lies within 2.6
+      // standard deviations of zero: at 2.5 (Q / M2 = 7.25, nearly 3 bits lost) they keep it,
+      // at 3 (10) they take the exact pass. At 30 the sums would lose 10 bits (over 1e-5
+      // relative L2 on the held 16-CTA configs): a looser rule fails there. Rows half at 0 and
+      // half at 30 keep the sums (the row's mean is 15 with a spread of 15) while their CTAs'
+      // own statistics differ widely.
       for (float mean : {2.5f, 3.f, 30.f}) {
         Case c = plain(NormKind::LayerNorm, 5, width, DType::F32);
         c.config = f;
@@ -442,6 +444,48 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
   preload(cases);
   for (size_t i = 0; i < cases.size(); ++i)
     check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9500 + i));
+}
+
+// 16-bit held clusters take their row's sums too. fp16 rows of mean 1000 and std 1 would lose 20
+// of M2's 24 bits to Q - S mean, far past the 1e-2 check: only the exact pass (past 3 bits)
+// passes them. Rows of mean 2.5 and 3 sit either side of the rule; constant rows of 1024 have
+// M2 = 0 exactly; NaN and inf rows take the exact pass, which must propagate them.
+TEST_CASE("layer_norm: 16-bit held clusters far from zero, constant, NaN and inf") {
+  if (runtime().props().cc() < 90) {
+    MESSAGE("no thread-block clusters before sm_90: nothing to check");
+    return;
+  }
+  kjit::Stream stream(runtime());
+  std::vector<Case> cases;
+  for (DType t : {DType::F16, DType::BF16}) {
+    for (int64_t width : {int64_t{4096}, int64_t{65536}}) {
+      const std::vector<LayerNormConfig> configs =
+          width == 4096 ? std::vector<LayerNormConfig>{{128, 128, 8, 1, 4, false},
+                                                       {64, 64, 8, 1, 8, false, 2},
+                                                       {64, 64, 8, 3, 3, false}}
+                        : std::vector<LayerNormConfig>{{128, 128, 8, 4, 16, false, 4},
+                                                       {256, 256, 8, 2, 16, false},
+                                                       {512, 512, 8, 2, 8, false}};
+      for (const LayerNormConfig& f : configs) {
+        auto add = [&](float mean, float sd, int special) {
+          Case c = plain(NormKind::LayerNorm, 5, width, t);
+          c.config = f;
+          c.x_mean = mean;
+          c.x_std = sd;
+          c.special = special;
+          c.p.residual = special == 3;
+          cases.push_back(c);
+        };
+        for (float mean : {2.5f, 3.f, t == DType::F16 ? 1000.f : 100.f}) add(mean, 1.f, 0);
+        add(1024.f, 0.f, 0);
+        add(0.f, 1.f, 9);
+        for (int special : {1, 2, 3}) add(1.5f, 2.f, special);
+      }
+    }
+  }
+  preload(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9800 + i));
 }
 
 TEST_CASE("layer_norm: no rows enqueue nothing; forced configs are checked") {
