@@ -501,6 +501,10 @@ def main():
     env = (f"GPU {kb['device']['name']}, driver {kb['device']['driver']}, NVRTC {kb['device']['nvrtc']}, "
            f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}), "
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    bare = kb.get("host_us_bare_launch", [])
+    if bare:  # the driver's own host cost per launch in this run: host times drift run to run
+        env += ", bare cuLaunchKernel host us (before / after the cases): " + \
+            " / ".join(f"{b:.2f}" for b in bare)
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write(env + "\n\n" + md + "\n")
     with open(os.path.join(args.out, "bench.json"), "w") as f:

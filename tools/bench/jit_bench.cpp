@@ -25,6 +25,19 @@ kjit::Spec affine(int scale) {
 
 }  // namespace
 
+BareLaunch::BareLaunch(kjit::Runtime& r)
+    : rt(r), kernel(r.kernel(affine(2))), x(r, kN * 4), y(r, kN * 4), xp(x.ptr()), yp(y.ptr()) {}
+
+double BareLaunch::host_us(CUstream stream) {
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, unsigned, CUstream, void**, void**);
+  auto launch = reinterpret_cast<LaunchFn>(kjit::driver_proc("cuLaunchKernel"));
+  return host_us_per_call(rt, stream, 256, 41, [&] {
+    if (launch(kernel.function(), 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS)
+      throw kjit::Error(kjit::Errc::Cuda, "cuLaunchKernel failed");
+  });
+}
+
 nlohmann::json run_jit(kjit::Runtime& rt, CUstream stream) {
   nlohmann::json j;
   char tmpl[] = "/tmp/kjit-bench-XXXXXX";
@@ -66,22 +79,13 @@ nlohmann::json run_jit(kjit::Runtime& rt, CUstream stream) {
   std::filesystem::remove_all(dir);
 
   // Host cost per launch: bare cuLaunchKernel vs kjit::Kernel vs the whole op call.
-  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                unsigned, unsigned, CUstream, void**, void**);
-  auto launch = reinterpret_cast<LaunchFn>(kjit::driver_proc("cuLaunchKernel"));
-  const int n = 1024;
-  kjit::DeviceBuffer x(rt, n * 4), y(rt, n * 4);
-  kjit::Kernel k = rt.kernel(affine(2));
-  CUdeviceptr xp = x.ptr(), yp = y.ptr();
-  int nn = n;
-  void* params[] = {&xp, &yp, &nn};
+  BareLaunch bare(rt);
+  j["host_us_bare_cuLaunchKernel"] = bare.host_us(stream);
+  kjit::Kernel& k = bare.kernel;
+  void** params = bare.params;
   kjit::LaunchConfig cfg;
   cfg.grid.x = 4;
   cfg.block.x = 256;
-  j["host_us_bare_cuLaunchKernel"] = host_us_per_call(rt, stream, 256, 41, [&] {
-    if (launch(k.function(), 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS)
-      throw kjit::Error(kjit::Errc::Cuda, "cuLaunchKernel failed");
-  });
   j["host_us_kjit_kernel_launch"] =
       host_us_per_call(rt, stream, 256, 41, [&] { k.launch(stream, cfg, params); });
   auto p = kjit::ops::GroupNormProblem::from_shape({8, 256, 24, 24}, 32, kjit::DType::F32);

@@ -188,6 +188,11 @@ int run(int argc, char** argv) {
     const double copy = kjit_bench::copy_bandwidth_gbps(rt, stream);
     out["copy_gbps"] = copy;
     std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy);
+    // The driver's own host cost per launch, before and after the cases: this machine's host
+    // time drifts between runs, and every op's host time includes one launch.
+    kjit_bench::BareLaunch bare(rt);
+    out["host_us_bare_launch"] = {bare.host_us(stream)};
+    std::printf("bare cuLaunchKernel: %.2f us host\n", out["host_us_bare_launch"][0].get<double>());
     std::printf("%-13s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
                 "host us", "GB/s", "%copy", "rel_l2", "config");
     bool all_correct = true, sweep_failed = false;
@@ -254,6 +259,9 @@ int run(int argc, char** argv) {
       std::fflush(stdout);
       out["problems"].push_back(row);
     }
+    out["host_us_bare_launch"].push_back(bare.host_us(stream));
+    std::printf("bare cuLaunchKernel after the cases: %.2f us host\n",
+                out["host_us_bare_launch"][1].get<double>());
     if (!json_file.empty())
       kjit::tools::write_text_file(json_file, kjit::tools::json_text(out) + "\n");
     return !all_correct ? 3 : sweep_failed ? 1 : 0;
