@@ -347,6 +347,32 @@ TEST_CASE("layer_norm autotune candidates: the heuristic's first, each valid and
   CHECK(stream);
 }
 
+// Held LayerNorm clusters (the row's sums, one exchange, and the exact pass's second) in every
+// dtype, with and without a residual and replicas: the random problems above may miss them.
+TEST_CASE("layer_norm: held cluster kernels compile for sm_90 in every dtype") {
+  kjit_test::CompileProbe probe;
+  const kjit::Target t = kjit::Target::for_cc(90);
+  for (DType d : {DType::F32, DType::F16, DType::BF16})
+    for (bool residual : {false, true}) {
+      LayerNormProblem p = LayerNormProblem::layer_norm(1, 65536, d);
+      p.residual = residual;
+      kjit::ops::LayerNormOptions opt;
+      opt.config = LayerNormConfig{256,
+                                   256,
+                                   16 / static_cast<int>(kjit::dtype_size(d)),
+                                   d == DType::F32 ? 4 : 2,
+                                   16,
+                                   false,
+                                   residual ? 1 : 4};
+      for (const kjit::Spec& s : kjit::ops::layer_norm_specs_for(p, t, opt, true)) {
+        INFO(s.instantiation());
+        CHECK_FALSE(probe.compile(s, t.arch).binary.empty());
+      }
+    }
+  CHECK(probe.count() >= 6);
+  MESSAGE(probe.summary("held LayerNorm cluster kernels"));
+}
+
 // The GPU test of rownorm::cta_moments launches kjit::test_cta_moments at these sizes.
 TEST_CASE("layer_norm: the cta_moments test kernel compiles for sm_90 and sm_80") {
   kjit_test::CompileProbe probe;
