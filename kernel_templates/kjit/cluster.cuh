@@ -87,10 +87,12 @@ __forceinline__ void cluster_store(float* local, unsigned rank, float v) {
 // once every expected byte has landed. Unlike a cluster barrier, nobody waits for a peer to
 // arrive, and no CTA needs to outlive its peers' reads: the receiver waits for what it receives.
 //
-// Protocol for one exchange per launch (phase 0): one thread calls inbox_init before the
-// kernel's first cluster arrive (the arrive/wait pair publishes the initialized barrier to the
-// peers); one thread calls inbox_expect with the bytes to come; senders call cluster_wait (every
-// peer's inbox is initialized) and then send; receivers call inbox_wait and read the slots.
+// Protocol, one inbox (and its slots) per exchange, each used once per launch (phase 0): one
+// thread calls inbox_init for every inbox before the kernel's first cluster arrive (the
+// arrive/wait pair publishes the initialized barriers to the peers); one thread calls
+// inbox_expect with the bytes to come; senders call cluster_wait before their first send (every
+// peer's inboxes are initialized; later exchanges need no further wait) and then send; receivers
+// call inbox_wait and read the slots.
 __forceinline__ void inbox_init(unsigned long long* bar) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_addr(bar)) : "memory");

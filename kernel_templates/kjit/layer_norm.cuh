@@ -36,6 +36,17 @@ __forceinline__ float xor_sum(float v) {
   return v;
 }
 
+// xor_sum of two values, their shuffle chains interleaved: the latency of one.
+template <int kLanes>
+__forceinline__ float2 xor_sum2(float2 v) {
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  return v;
+}
+
 // Sum over a team: a power of two <= 32 lanes of a warp (xor shuffles: every lane gets the same
 // bits), or the whole CTA through `scratch` (kThreads / 32 floats, used by this one reduction:
 // a kernel's reductions each have their own, so none needs a barrier after it).
@@ -64,12 +75,8 @@ __forceinline__ float team_sum(float v, float* scratch) {
 // serves both. `scratch` holds kThreads / 32 float2s, used by this one reduction.
 template <int kThreads>
 __forceinline__ float2 cta_sum2(float u, float v, float2* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    u += __shfl_xor_sync(0xffffffffu, u, o);
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  }
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = make_float2(u, v);
+  const float2 warp = xor_sum2<32>(make_float2(u, v));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = warp;
   __syncthreads();
   float2 total = make_float2(0.f, 0.f);
 #pragma unroll
@@ -207,15 +214,8 @@ __forceinline__ float4 cluster_exchange(float4 msg, float4 (&slots)[kCluster],
 template <int kCluster, bool kFirst>
 __forceinline__ float2 cluster_sum2(float u, float v, float4 (&slots)[kCluster],
                                     unsigned long long* inbox) {
-  constexpr int kGroup = pow2_at_least(kCluster);
   const float4 m = cluster_exchange<kCluster, kFirst>(make_float4(u, v, 0.f, 0.f), slots, inbox);
-  float a = m.x, b = m.y;
-#pragma unroll
-  for (int o = kGroup / 2; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  return make_float2(a, b);
+  return xor_sum2<pow2_at_least(kCluster)>(make_float2(m.x, m.y));
 }
 
 // A row's statistics across a cluster from each CTA's (count, sum, M2 about its own mean, that
@@ -239,15 +239,44 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   // float range makes a inf, and M2 with it (not inf - inf).
   const float r = slots[0].w;
   const float d = v.x > 0.f ? v.w - r : 0.f;
-  float e = v.x * d, a = v.z + v.x * d * d;
-#pragma unroll
-  for (int o = kGroup / 2; o > 0; o >>= 1) {
-    e += __shfl_xor_sync(0xffffffffu, e, o);
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-  }
+  const float2 ea = xor_sum2<kGroup>(make_float2(v.x * d, v.z + v.x * d * d));
+  const float e = ea.x, a = ea.y;
   const float dm = e / n;
   const float m2_all = isinf(a) ? a : fmaf(-e, dm, a);
   return make_float2(r + dm, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
+}
+
+// A held LayerNorm cluster's (mean, M2 / n) from this thread's sums of its values and squares:
+// the row's S and Q from one CTA reduction, sent to the peers undivided (a division before the
+// message would delay it, as RMSNorm's). M2 = Q - S mean loses log2(Q / M2) = log2(1 + mean^2 /
+// var) bits of Q. Within 3 bits (the row's mean within 2.6 standard deviations of zero, as most
+// activations are) that is the M2; past them, or where Q is NaN or inf (NaN or inf values, or
+// squares past the float range), every CTA takes the deviations from that mean m0 in a second
+// reduction and exchange: e = n (mean - m0) and a = M2 + e (e / n), exact as m0 is off the mean
+// only by S's rounding, far below the row's spread (which S's rounding, on rows far from zero,
+// is not). Every thread of the cluster holds the same bits of S and Q, so all take the same
+// branch: one that waited alone for the second exchange would hang. `deviations(m0)` returns
+// this thread's (sum, sum of squares) of its values' deviations from m0. Each reduction and
+// exchange has its own scratch, slots and inbox (the sums', then the exact pass's).
+template <int kThreads, int kCluster, class Deviations>
+__forceinline__ float2 row_sums_stats(float part, float squares, int width,
+                                      const Deviations& deviations, float2* red_sums,
+                                      float2* red_exact, float4 (&slots)[kCluster],
+                                      unsigned long long* inbox, float4 (&slots2)[kCluster],
+                                      unsigned long long* inbox2) {
+  const float inv_n = 1.f / static_cast<float>(width);
+  const float2 cta = cta_sum2<kThreads>(part, squares, red_sums);
+  const float2 row = cluster_sum2<kCluster, true>(cta.x, cta.y, slots, inbox);
+  float mean = row.x * inv_n, m2 = fmaf(-row.x, mean, row.y);
+  if (!(m2 * 8.f >= row.y) || isinf(row.y)) {
+    const float2 own = deviations(mean);
+    const float2 dev = cta_sum2<kThreads>(own.x, own.y, red_exact);
+    const float2 ea = cluster_sum2<kCluster, false>(dev.x, dev.y, slots2, inbox2);
+    const float dm = ea.x * inv_n;
+    mean += dm;
+    m2 = isinf(ea.y) ? ea.y : fmaf(-ea.x, dm, ea.y);
+  }
+  return make_float2(mean, (m2 < 0.f ? 0.f : m2) * inv_n);  // rounding below 0; NaN stays
 }
 
 // The kernel's CTAs per SM to fit in registers (__launch_bounds__; 0: no cap). A 256-thread fp32
@@ -283,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
                 "a team is a power of two inside a warp, or the whole CTA");
   static_assert((kCluster == 1 && !kStream) || kTpr == kThreads, "clusters stream whole CTAs");
   static_assert(!(kRms && kHasB), "RMSNorm has no bias");
-  static_assert(kCluster >= 1 && kCluster <= 32, "cluster_stats: one lane of warp 0 per peer");
+  static_assert(kCluster >= 1 && kCluster <= 32, "cluster_exchange: one lane of warp 0 per peer");
   static_assert(kReplicas >= 1 && (kReplicas == 1 || kTpr == kThreads), "replicas of CTA teams");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
@@ -461,29 +490,10 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   };
   float mean = 0.f, var = 0.f;
   if constexpr (kRowSums) {
-    // The row's sums S and Q of values and squares: one CTA reduction, sent to the peers
-    // undivided (a division before the message would delay it, as RMSNorm's below). M2 = Q - S
-    // mean loses log2(Q / M2) = log2(1 + mean^2 / var) bits of Q. Within 3 bits (the row's mean
-    // within 2.6 standard deviations of zero, as most activations are) that is the M2; past
-    // them, or where Q is NaN or inf (NaN or inf values, or squares past the float range), every
-    // CTA takes the deviations from that mean m0 in a second reduction and exchange: e = n
-    // (mean - m0) and a = M2 + e (e / n), exact as m0 is within a few ulps of the mean (S's
-    // rounding at a row's sum, far from zero, would be too much for the mean itself). Every
-    // thread of the cluster holds the same bits of S and Q, so all take the same branch.
-    const float inv_n = 1.f / static_cast<float>(width);
-    const float2 cta = rownorm::cta_sum2<kThreads>(part, squares, red12);
-    const float2 row = rownorm::cluster_sum2<kCluster, true>(cta.x, cta.y, slots, &inbox);
-    mean = row.x * inv_n;
-    float m2 = fmaf(-row.x, mean, row.y);
-    if (!(m2 * 8.f >= row.y) || isinf(row.y)) {
-      const float2 own_dev = held_deviations(mean);
-      const float2 dev = rownorm::cta_sum2<kThreads>(own_dev.x, own_dev.y, red12b);
-      const float2 ea = rownorm::cluster_sum2<kCluster, false>(dev.x, dev.y, slots2, &inbox2);
-      const float dm = ea.x * inv_n;
-      mean += dm;
-      m2 = isinf(ea.y) ? ea.y : fmaf(-ea.x, dm, ea.y);
-    }
-    var = (m2 < 0.f ? 0.f : m2) * inv_n;  // rounding below 0; NaN stays
+    const float2 st = rownorm::row_sums_stats<kThreads, kCluster>(
+        part, squares, width, held_deviations, red12, red12b, slots, &inbox, slots2, &inbox2);
+    mean = st.x;
+    var = st.y;
   } else {
     const float cnt = static_cast<float>(kCluster > 1 ? (last - first) * kVec : width);
     float s1 = 0.f, local_mean = 0.f, m2 = 0.f;

@@ -92,7 +92,7 @@ void inject(const Case& cs, std::vector<float>* x) {
     return;
   }
   if (cs.special == 8) {  // 1.6e17 and 4.8e17 alternating: a sum of 4096 squares overflows
-    // fp32 where its M2 (~1e38) does not, with a / M2 = 5, inside the one-reduction rule
+    // fp32 where its M2 (~1e38) does not, with a / M2 = 5, inside the 3-bit rule
     for (size_t at = 0; at < x->size(); ++at) (*x)[at] = at % 2 ? 4.8e17f : 1.6e17f;
     return;
   }
@@ -429,9 +429,9 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
       cases.push_back(big);
     }
   }
-  // Squares past the float range inside the one-reduction rule (special 8): two CTAs of 4096
-  // values each, whose sums of squares overflow; only the isinf check sends them to the exact
-  // pass (without it, var = inf and y = bias).
+  // Squares past the float range inside the 3-bit rule (special 8): two CTAs of 4096 values
+  // each, whose sums of squares overflow; only the isinf check sends them to the exact pass
+  // (without it, var = inf and y = bias).
   for (const std::optional<LayerNormConfig>& f :
        {std::optional<LayerNormConfig>{},
         clusters ? std::optional<LayerNormConfig>{LayerNormConfig{256, 256, 4, 4, 2, false}}
@@ -448,8 +448,11 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
 
 // 16-bit held clusters take their row's sums too. fp16 rows of mean 1000 and std 1 would lose 20
 // of M2's 24 bits to Q - S mean, far past the 1e-2 check: only the exact pass (past 3 bits)
-// passes them. Rows of mean 2.5 and 3 sit either side of the rule; constant rows of 1024 have
-// M2 = 0 exactly; NaN and inf rows take the exact pass, which must propagate them.
+// passes them. (bf16 cannot hold such rows: its 8 bits leave at most ~16 bits to lose, within
+// the check either way; the code after unpacking is the same for every dtype.) Rows of mean 2.5
+// and 3 sit either side of the rule; constant rows of 1024 must give M2 = 0 and y = bias; NaN and
+// inf rows, which take the exact pass, must come out NaN. The cluster of 4 x 192 vectors leaves
+// its last CTA empty.
 TEST_CASE("layer_norm: 16-bit held clusters far from zero, constant, NaN and inf") {
   if (runtime().props().cc() < 90) {
     MESSAGE("no thread-block clusters before sm_90: nothing to check");
@@ -462,7 +465,8 @@ TEST_CASE("layer_norm: 16-bit held clusters far from zero, constant, NaN and inf
       const std::vector<LayerNormConfig> configs =
           width == 4096 ? std::vector<LayerNormConfig>{{128, 128, 8, 1, 4, false},
                                                        {64, 64, 8, 1, 8, false, 2},
-                                                       {64, 64, 8, 3, 3, false}}
+                                                       {64, 64, 8, 3, 3, false},
+                                                       {64, 64, 8, 3, 4, false}}
                         : std::vector<LayerNormConfig>{{128, 128, 8, 4, 16, false, 4},
                                                        {256, 256, 8, 2, 16, false},
                                                        {512, 512, 8, 2, 8, false}};
