@@ -472,7 +472,8 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     }
   }
   // This thread's held values' deviations from `about`: (their sum, the sum of their squares).
-  auto held_deviations = [&](float about) {
+  // Generic, so that a streamed kernel (which holds no values) never instantiates it.
+  auto held_deviations = [&](auto about) {
     float e = 0.f, a = 0.f;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {

@@ -191,7 +191,7 @@ int run(int argc, char** argv) {
     // The driver's own host cost per launch, before and after the cases: this machine's host
     // time drifts between runs, and every op's host time includes one launch.
     kjit_bench::BareLaunch bare(rt);
-    out["host_us_bare_launch"] = {bare.host_us(stream)};
+    out["host_us_bare_launch"] = nlohmann::json::array({bare.host_us(stream)});
     std::printf("bare cuLaunchKernel: %.2f us host\n", out["host_us_bare_launch"][0].get<double>());
     std::printf("%-13s %-22s %-5s %10s %9s %8s %6s %9s  %s\n", "op", "shape", "dtype", "device us",
                 "host us", "GB/s", "%copy", "rel_l2", "config");
