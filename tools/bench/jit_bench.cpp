@@ -1,8 +1,11 @@
 // The JIT path's costs: NVRTC first and warm compiles, a disk hit, module load, and the host
 // cost of a launch through kjit against a bare cuLaunchKernel of the same kernel.
+#include <cudaTypedefs.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "jit_bench.hpp"
 #include "kjit/ops/group_norm.hpp"
@@ -29,12 +32,15 @@ BareLaunch::BareLaunch(kjit::Runtime& r)
     : rt(r), kernel(r.kernel(affine(2))), x(r, kN * 4), y(r, kN * 4), xp(x.ptr()), yp(y.ptr()) {}
 
 double BareLaunch::host_us(CUstream stream) {
-  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                unsigned, unsigned, CUstream, void**, void**);
-  auto launch = reinterpret_cast<LaunchFn>(kjit::driver_proc("cuLaunchKernel"));
+  // The ABI pinned, as driver_proc advises: cudaTypedefs.h's type for that version.
+  auto launch =
+      reinterpret_cast<PFN_cuLaunchKernel_v4000>(kjit::driver_proc("cuLaunchKernel", 4000));
   return host_us_per_call(rt, stream, 256, 41, [&] {
-    if (launch(kernel.function(), 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS)
-      throw kjit::Error(kjit::Errc::Cuda, "cuLaunchKernel failed");
+    const CUresult r = launch(kernel.function(), 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+    if (r != CUDA_SUCCESS)
+      throw kjit::Error(kjit::Errc::Cuda,
+                        "bare cuLaunchKernel of kjit::test_affine failed: CUresult " +
+                            std::to_string(static_cast<int>(r)));
   });
 }
 
