@@ -95,10 +95,11 @@ struct Welford {
   float n = 0.f, mean = 0.f, m2 = 0.f;
   template <int kV>
   __forceinline__ void add(const float (&f)[kV]) {
-    float s = 0.f;
+    // The vector's mean as a sum of f / kV: no vector of values in the float range overflows it
+    // (kV is a power of two: the bits of the sum times 1 / kV).
+    float mv = 0.f;
 #pragma unroll
-    for (int j = 0; j < kV; ++j) s += f[j];
-    const float mv = s * (1.f / kV);
+    for (int j = 0; j < kV; ++j) mv = fmaf(f[j], 1.f / kV, mv);
     float m2v = 0.f;
 #pragma unroll
     for (int j = 0; j < kV; ++j) m2v = fmaf(f[j] - mv, f[j] - mv, m2v);
@@ -135,6 +136,27 @@ struct Params {
 constexpr int pow2_at_least(int v) {
   return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2);
 }
+
+// 2^e as a float, for -126 <= e <= 127.
+__forceinline__ float exp2i(int e) {
+  return __int_as_float((127 + e) << 23);
+}
+
+// LayerNorm sums a row's values (and a held cluster's exact pass its deviations) times 2^-k, k =
+// ceil(log2 width): a sum of `width` values then stays in the float range wherever the values do,
+// as PyTorch's Welford mean does (a constant row of 2^127 gives y = bias, not NaN). Scaling by a
+// power of two changes no rounding except where a scaled partial sum falls below 2^-126
+// (subnormal: an absolute error near n 2^(k - 150), negligible), so the statistics keep their
+// bits (S 2^-k / (n 2^-k) is S / n; S 2^-k times 2^k / n is S times 1 / n), and the sum costs an
+// fma where it took an add.
+struct SumScale {
+  float scale, unscale;  // 2^-k, 2^k
+  __forceinline__ explicit SumScale(int width) {
+    const int k = width > 1 ? 32 - __clz(width - 1) : 0;
+    scale = exp2i(-k);
+    unscale = exp2i(k);
+  }
+};
 
 // A CTA's (mean, M2 about it) from each thread's own (n, m, m2 about m), in one CTA barrier
 // instead of two (a sum, then the squared deviations from its mean). Each warp sums its lanes'
@@ -246,20 +268,22 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   return make_float2(r + dm, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
 }
 
-// A held LayerNorm cluster's (mean, M2 / n) from this thread's sums of its values and squares:
-// the row's S and Q from one CTA reduction, sent to the peers undivided (a division before the
-// message would delay it, as RMSNorm's). M2 = Q - S mean loses log2(Q / M2) = log2(1 + mean^2 /
-// var) bits of Q. Within 3 bits (the row's mean within 2.6 standard deviations of zero, as most
-// activations are) that is the M2; past them, or where Q is NaN or inf (NaN or inf values, or
-// squares past the float range), every CTA takes the deviations from that mean m0 in a second
-// reduction and exchange: e = n (mean - m0) and a = M2 + e (e / n), exact as m0 is off the mean
-// only by S's rounding, far below the row's spread (which S's rounding, on rows far from zero,
-// is not). Every thread of the cluster holds the same bits of S and Q, so all take the same
-// branch: one that waited alone for the second exchange would hang. `deviations(m0)` returns
-// this thread's (sum, sum of squares) of its values' deviations from m0. Each reduction and
-// exchange has its own scratch, slots and inbox (the sums', then the exact pass's).
+// A held LayerNorm cluster's (mean, M2 / n) from this thread's sums of its values (times
+// sc.scale) and of their squares: the row's S and Q from one CTA reduction, sent to the peers
+// undivided (a division before the message would delay it, as RMSNorm's). M2 = Q - S mean loses
+// log2(Q / M2) = log2(1 + mean^2 / var) bits of Q. Within 3 bits (the row's mean within 2.6
+// standard deviations of zero, as most activations are) that is the M2; past them, or where Q is
+// NaN or inf (NaN or inf values, or squares past the float range), every CTA takes the deviations
+// from that mean m0 in a second reduction and exchange: e = n (mean - m0) and a = M2 + e (e / n),
+// exact as m0 is off the mean only by S's rounding, far below the row's spread (which S's rounding,
+// on rows far from zero, is not). Every thread of the cluster holds the same bits of S and Q, so
+// all take the same branch: one that waited alone for the second exchange would hang.
+// `deviations(m0)` returns this thread's (sum times sc.scale, sum of squares) of its values'
+// deviations from m0 (scaled as S is: a row half at 2^120 and half at 0 has CTA sums past 2^128).
+// Each reduction and exchange has its own scratch, slots and inbox (the sums', then the exact
+// pass's).
 template <int kThreads, int kCluster, class Deviations>
-__forceinline__ float2 row_sums_stats(float part, float squares, int width,
+__forceinline__ float2 row_sums_stats(float part, float squares, int width, SumScale sc,
                                       const Deviations& deviations, float2* red_sums,
                                       float2* red_exact, float4 (&slots)[kCluster],
                                       unsigned long long* inbox, float4 (&slots2)[kCluster],
@@ -267,14 +291,17 @@ __forceinline__ float2 row_sums_stats(float part, float squares, int width,
   const float inv_n = 1.f / static_cast<float>(width);
   const float2 cta = cta_sum2<kThreads>(part, squares, red_sums);
   const float2 row = cluster_sum2<kCluster, true>(cta.x, cta.y, slots, inbox);
-  float mean = row.x * inv_n, m2 = fmaf(-row.x, mean, row.y);
+  // row.x is S 2^-k (SumScale): mean has the bits of S (1 / n), and the fma's product is S mean
+  // exactly (mean 2^k overflows only where Q does, which sends the row to the exact pass).
+  const float inv_scaled = inv_n * sc.unscale;
+  float mean = row.x * inv_scaled, m2 = fmaf(-row.x, mean * sc.unscale, row.y);
   if (!(m2 * 8.f >= row.y) || isinf(row.y)) {
     const float2 own = deviations(mean);
     const float2 dev = cta_sum2<kThreads>(own.x, own.y, red_exact);
     const float2 ea = cluster_sum2<kCluster, false>(dev.x, dev.y, slots2, inbox2);
-    const float dm = ea.x * inv_n;
+    const float dm = ea.x * inv_scaled;
     mean += dm;
-    m2 = isinf(ea.y) ? ea.y : fmaf(-ea.x, dm, ea.y);
+    m2 = isinf(ea.y) ? ea.y : fmaf(-ea.x, dm * sc.unscale, ea.y);
   }
   return make_float2(mean, (m2 < 0.f ? 0.f : m2) * inv_n);  // rounding below 0; NaN stays
 }
@@ -447,12 +474,13 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // them (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
   // Held clusters sum the squares alongside instead (kRowSums, below).
   constexpr bool kCtaMoments = !kRms && kCluster > 1 && kStream;
+  const rownorm::SumScale sc(width);  // LayerNorm's `part` is its values' sum times sc.scale
   float part = 0.f, squares = 0.f;
   rownorm::Welford own;
   auto add1 = [&](const float(&f)[kVec]) {
     if constexpr (!kCtaMoments) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) part = kRms ? fmaf(f[j], f[j], part) : part + f[j];
+      for (int j = 0; j < kVec; ++j) part = fmaf(f[j], kRms ? f[j] : sc.scale, part);
     }
     if constexpr (kRowSums) {
 #pragma unroll
@@ -471,8 +499,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
       add1(f);
     }
   }
-  // This thread's held values' deviations from `about`: (their sum, the sum of their squares).
-  // Generic, so that a streamed kernel (which holds no values) never instantiates it.
+  // This thread's held values' deviations from `about`: (their sum times sc.scale, the sum of
+  // their squares). Generic, so that a streamed kernel (which holds no values) never
+  // instantiates it.
   auto held_deviations = [&](auto about) {
     float e = 0.f, a = 0.f;
 #pragma unroll
@@ -483,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float d = f[j] - about;
-        e += d;
+        e = fmaf(d, sc.scale, e);  // (row_sums_stats)
         a = fmaf(d, d, a);
       }
     }
@@ -492,7 +521,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   float mean = 0.f, var = 0.f;
   if constexpr (kRowSums) {
     const float2 st = rownorm::row_sums_stats<kThreads, kCluster>(
-        part, squares, width, held_deviations, red12, red12b, slots, &inbox, slots2, &inbox2);
+        part, squares, width, sc, held_deviations, red12, red12b, slots, &inbox, slots2, &inbox2);
     mean = st.x;
     var = st.y;
   } else {
@@ -508,7 +537,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
       s1 = rownorm::team_sum<kThreads, kTpr>(part, red1);
       // A cluster's RMSNorm divides once, after the exchange: this division would delay its
       // message (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
-      local_mean = cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, cnt) : 0.f;
+      // LayerNorm's s1 is scaled by sc.scale, so is the count it divides by: S / n's bits.
+      local_mean =
+          cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, kRms ? cnt : cnt * sc.scale) : 0.f;
       if constexpr (!kRms) {
         // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the
         // held values, or when streaming, each thread's M2 moved to that mean (the

@@ -430,8 +430,27 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
       big.x_mean = 36893488147419103232.f;  // 2^65
       big.x_std = 0.f;
       cases.push_back(big);
+      // Constant rows of 2^120, whose sum (2^132 over 4096 values) is past the float range, and
+      // of 2^127, whose vectors' sums (4 values: 2^129) are too: y = bias, as PyTorch's Welford
+      // mean gives, only if no step sums the values unscaled.
+      for (float v : {0x1p120f, 0x1p127f}) {
+        Case huge = big;
+        huge.x_mean = v;
+        cases.push_back(huge);
+      }
     }
   }
+  // The same rows on the teams inside a warp (768 values: 2^129.6) and the heuristic's configs,
+  // with a residual whose sum with them rounds back to them.
+  for (int64_t width : {int64_t{768}, int64_t{4096}, int64_t{65536}})
+    for (float v : {0x1p120f, 0x1p127f}) {
+      Case c = plain(NormKind::LayerNorm, 3, width, DType::F32);
+      c.x_mean = v;
+      c.x_std = 0.f;
+      cases.push_back(c);
+      c.p.residual = true;
+      cases.push_back(c);
+    }
   // Squares past the float range inside the 3-bit rule (special 8): two CTAs of 4096 values
   // each, whose sums of squares overflow; only the isinf check sends them to the exact pass
   // (without it, var = inf and y = bias).
@@ -453,9 +472,9 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
 // of M2's 24 bits to Q - S mean, far past the 1e-2 check: only the exact pass (past 3 bits)
 // passes them. (bf16 cannot hold such rows: its 8 bits leave at most ~16 bits to lose, within
 // the check either way; the code after unpacking is the same for every dtype.) Rows of mean 2.5
-// and 3 sit either side of the rule; constant rows of 1024 must give M2 = 0 and y = bias; NaN and
-// inf rows, which take the exact pass, must come out NaN. The cluster of 4 x 192 vectors leaves
-// its last CTA empty.
+// and 3 sit either side of the rule; constant rows of 1024 (and bf16's of 2^120 and 2^127, whose
+// sums are past the float range) must give M2 = 0 and y = bias; NaN and inf rows, which take the
+// exact pass, must come out NaN. The cluster of 4 x 192 vectors leaves its last CTA empty.
 TEST_CASE("layer_norm: 16-bit held clusters far from zero, constant, NaN and inf") {
   if (runtime().props().cc() < 90) {
     MESSAGE("no thread-block clusters before sm_90: nothing to check");
@@ -485,6 +504,9 @@ TEST_CASE("layer_norm: 16-bit held clusters far from zero, constant, NaN and inf
         };
         for (float mean : {2.5f, 3.f, t == DType::F16 ? 1000.f : 100.f}) add(mean, 1.f, 0);
         add(1024.f, 0.f, 0);
+        // Sums past the float range (bf16 holds both exactly): y = bias, as in fp32.
+        if (t == DType::BF16)
+          for (float v : {0x1p120f, 0x1p127f}) add(v, 0.f, 0);
         add(0.f, 1.f, 9);
         for (int special : {1, 2, 3}) add(1.5f, 2.f, special);
       }
@@ -493,6 +515,85 @@ TEST_CASE("layer_norm: 16-bit held clusters far from zero, constant, NaN and inf
   preload(cases);
   for (size_t i = 0; i < cases.size(); ++i)
     check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9800 + i));
+}
+
+// Forced configs for each path rows past the float range may take: a warp team (768), a CTA
+// (4096), streaming (4096), and on sm_90 a cluster (4096 over 4 CTAs), a replicated 16-CTA
+// cluster (65536) and a streamed cluster (2^20).
+std::vector<std::pair<int64_t, LayerNormConfig>> range_paths(DType t) {
+  const int v = 16 / static_cast<int>(kjit::dtype_size(t));
+  auto held = [&](int64_t width, int threads, int team, int cluster, int replicas) {
+    const int64_t nv = width / v, per = team < threads ? team : int64_t{threads} * cluster;
+    const int iters = static_cast<int>((nv + per - 1) / per);
+    return std::make_pair(width,
+                          LayerNormConfig{threads, team, v, iters, cluster, false, replicas});
+  };
+  std::vector<std::pair<int64_t, LayerNormConfig>> out = {
+      held(768, 256, 32, 1, 1), held(4096, 256, 256, 1, 1), {4096, {256, 256, v, 2, 1, true}}};
+  if (runtime().props().cc() >= 90) {
+    out.push_back(held(4096, 128, 128, 4, 1));
+    out.push_back(held(65536, 256, 256, 16, 4));
+    out.push_back({1 << 20, {512, 512, v, 4, 8, true}});
+  }
+  return out;
+}
+
+// y of p (3 rows, weight 1.5, bias `bias`) on x = row(column), with config c.
+std::vector<float> run_rows(const LayerNormProblem& p, const LayerNormConfig& c,
+                            float (*row)(int64_t, int64_t), const std::vector<float>& bias,
+                            CUstream stream) {
+  auto& rt = runtime();
+  const size_t n = static_cast<size_t>(p.rows * p.width), w = static_cast<size_t>(p.width);
+  const size_t esz = kjit::dtype_size(p.dtype);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = row(static_cast<int64_t>(i % w), p.width);
+  Guarded gx(rt, n * esz, 0), gy(rt, n * esz, 0), gw(rt, w * esz, 0), gb(rt, w * esz, 0);
+  gx.upload(kjit::host::to_bytes(p.dtype, x));
+  gw.upload(kjit::host::to_bytes(p.dtype, std::vector<float>(w, 1.5f)));
+  gb.upload(kjit::host::to_bytes(p.dtype, bias));
+  kjit::ops::LayerNormOptions opt;
+  opt.config = c;
+  kjit::ops::layer_norm(rt, p, gx.ptr(), nullptr, gy.ptr(), nullptr, gw.ptr(),
+                        p.has_bias ? gb.ptr() : nullptr, opt, stream);
+  kjit::synchronize(rt);
+  size_t touched = 0;
+  std::vector<float> y = kjit::host::from_bytes(p.dtype, gy.read(&touched));
+  CHECK(touched == 0);
+  return y;
+}
+
+// Rows whose fp32 statistics pass the float range, checked against what PyTorch computes in fp32
+// (PyTorch 2.11 on the H200), not the float64 reference, which has the range to do better:
+// - RMSNorm sums squares in fp32, as PyTorch does: rows of 1e18 sum past it, the mean square is
+//   inf and y = x * 0 = 0 in both (PyTorch: rows of 1e17 to 1e19 in 65536, fp32 and bf16).
+// - LayerNorm rows half at 2^120 and half at 0 have a variance past it: rstd = 0 and y = bias in
+//   PyTorch. Held kjit paths give the same: their sums of values and of the exact pass's
+//   deviations are scaled (rownorm::SumScale; unscaled, a CTA's half of such a row sums past
+//   2^128). Streamed clusters are left out: their CTAs' moments, combined about CTA 0's mean,
+//   overflow there (a row with no fp32 variance: NaN where PyTorch gives bias; docs/OPS.md).
+TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
+  kjit::Stream stream(runtime());
+  for (DType t : {DType::F32, DType::BF16}) {
+    for (const auto& [width, config] : range_paths(t)) {
+      CAPTURE(config.describe());
+      const std::vector<float> bias =
+          kjit::host::random_normal(t, static_cast<size_t>(width), 0.f, 1.f, 77);
+      const LayerNormProblem rms = LayerNormProblem::rms_norm(3, width, t);
+      CAPTURE(rms.describe());
+      const std::vector<float> y0 = run_rows(
+          rms, config, [](int64_t, int64_t) { return 1e18f; }, bias, stream);
+      CHECK(std::count(y0.begin(), y0.end(), 0.f) == static_cast<long>(y0.size()));
+      if (config.stream && config.cluster > 1) continue;
+      const LayerNormProblem ln = LayerNormProblem::layer_norm(3, width, t);
+      CAPTURE(ln.describe());
+      const std::vector<float> y = run_rows(
+          ln, config, [](int64_t i, int64_t w) { return i < w / 2 ? 0x1p120f : 0.f; }, bias,
+          stream);
+      long equal = 0;
+      for (size_t i = 0; i < y.size(); ++i) equal += y[i] == bias[i % bias.size()];
+      CHECK(equal == static_cast<long>(y.size()));
+    }
+  }
 }
 
 TEST_CASE("layer_norm: no rows enqueue nothing; forced configs are checked") {
