@@ -567,10 +567,11 @@ std::vector<float> run_rows(const LayerNormProblem& p, const LayerNormConfig& c,
 // - RMSNorm sums squares in fp32, as PyTorch does: rows of 1e18 sum past it, the mean square is
 //   inf and y = x * 0 = 0 in both (PyTorch: rows of 1e17 to 1e19 in 65536, fp32 and bf16).
 // - LayerNorm rows half at 2^120 and half at 0 have a variance past it: rstd = 0 and y = bias in
-//   PyTorch. Held kjit paths give the same: their sums of values and of the exact pass's
-//   deviations are scaled (rownorm::SumScale; unscaled, a CTA's half of such a row sums past
-//   2^128). Streamed clusters are left out: their CTAs' moments, combined about CTA 0's mean,
-//   overflow there (a row with no fp32 variance: NaN where PyTorch gives bias; docs/OPS.md).
+//   PyTorch. kjit's warp teams, CTAs, streams and held clusters give the same (the held ones as
+//   their sums of values and of the exact pass's deviations are scaled, rownorm::SumScale:
+//   unscaled, a CTA's half of such a row sums past 2^128). Streamed clusters are left out: their
+//   CTAs' moments, combined about CTA 0's mean, overflow there (NaN where PyTorch gives bias, on
+//   a row that has no fp32 variance; docs/OPS.md).
 TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
   kjit::Stream stream(runtime());
   for (DType t : {DType::F32, DType::BF16}) {
