@@ -140,6 +140,23 @@ kjit::ops::LinearGnMinProblem lgm_problem(const char* precision, int64_t m, int6
   return p;
 }
 
+// A NULL param_dtype is the dtype's; the operands a problem has are flags.
+kjit::ops::LayerNormProblem ln_problem(const char* kind, const char* dtype, const char* param_dtype,
+                                       int64_t rows, int64_t width, int activation, bool residual,
+                                       bool weight, bool bias) {
+  kjit::ops::LayerNormProblem p;
+  p.kind = kjit::ops::parse_norm_kind(not_null(kind, "kind"));
+  p.dtype = kjit::parse_dtype(not_null(dtype, "dtype"));
+  p.param_dtype = param_dtype ? kjit::parse_dtype(param_dtype) : p.dtype;
+  p.rows = rows;
+  p.width = width;
+  p.activation = activation_of(activation);
+  p.residual = residual;
+  p.has_weight = weight;
+  p.has_bias = bias;
+  return p;
+}
+
 // buf and size, checked before any work: a caller that passes a buffer gets text in it or an
 // error, never an untouched buffer.
 void check_buffer(const char* buf, int64_t size) {
@@ -298,27 +315,33 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
                     int64_t width, int activation, const void* x, const void* residual, void* y,
                     void* sum, const void* weight, const void* bias, float eps, void* stream) {
   return guarded([&] {
-    kjit::ops::LayerNormProblem p;
-    p.kind = kjit::ops::parse_norm_kind(not_null(kind, "kind"));
-    p.dtype = kjit::parse_dtype(not_null(dtype, "dtype"));
-    p.param_dtype = param_dtype ? kjit::parse_dtype(param_dtype) : p.dtype;
-    p.rows = rows;
-    p.width = width;
-    p.activation = activation_of(activation);
-    p.residual = residual != nullptr;
+    const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation,
+                              residual != nullptr, weight != nullptr, bias != nullptr);
     // C++ ignores the operands a problem does not have; here a sum without a residual is a
     // caller expecting it written.
     if (!residual && sum)
       throw kjit::Error::invalid("sum", std::string(kind) +
                                             ": sum is given without a residual: it is written "
                                             "only as x + residual (pass NULL, or a residual)");
-    p.has_weight = weight != nullptr;
-    p.has_bias = bias != nullptr;
     kjit::ops::LayerNormOptions o;
     o.eps = eps;
     kjit::ops::validate_call(p, x, residual, y, sum, weight, bias, eps);
     kjit::ops::layer_norm(runtime(), p, x, residual, y, sum, weight, bias, o,
                           static_cast<CUstream>(stream));
+  });
+}
+
+int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
+                            int64_t rows, int64_t width, int activation, int residual, int weight,
+                            int bias, char* buf, int64_t size) {
+  return guarded([&] {
+    const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation, residual != 0,
+                              weight != 0, bias != 0);
+    kjit::ops::validate(p);
+    check_buffer(buf, size);
+    // The options kjit_layer_norm calls with, so that it finds these plans (KJIT_AUTOTUNE=1
+    // tunes both alike).
+    copy_text(kjit::ops::prepare_layer_norm(runtime(), p, {}).describe(), buf, size);
   });
 }
 

@@ -188,3 +188,34 @@ TEST_CASE("kjit_group_norm / kjit_layer_norm: overlapping or unused operands are
                         nullptr) == kInvalidArgument);
   CHECK(last_error_has("y (256 bytes) ends past the top of the address space"));
 }
+
+// kjit_layer_norm_prepare checks what kjit_layer_norm checks of the problem, and its buffer,
+// before the runtime; a valid problem gets past validation (no driver here, or it compiles).
+TEST_CASE(
+    "kjit_layer_norm_prepare: bad arguments are invalid_argument, named, before any device use") {
+  char text[128] = "unset";
+  auto prep = [&](const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
+                  int64_t width, int activation, int bias, int64_t size) {
+    return kjit_layer_norm_prepare(kind, dtype, param_dtype, rows, width, activation, 1, 1, bias,
+                                   text, size);
+  };
+  CHECK(prep(nullptr, "f32", nullptr, 4, 64, 0, 0, 128) == kInvalidArgument);
+  CHECK(last_error_has("kind is NULL"));
+  CHECK(prep("batch_norm", "f32", nullptr, 4, 64, 0, 0, 128) == kInvalidArgument);
+  CHECK(last_error_has("norm kind 'batch_norm'"));
+  CHECK(prep("layer_norm", "f64", nullptr, 4, 64, 0, 0, 128) == kInvalidArgument);
+  CHECK(last_error_has("f64"));
+  CHECK(prep("layer_norm", "f32", nullptr, 4, 64, 9, 0, 128) == kInvalidArgument);
+  CHECK(last_error_has("activation = 9"));
+  CHECK(prep("rms_norm", "bf16", nullptr, 4, 64, 0, 1, 128) == kInvalidArgument);
+  CHECK(last_error_has("RMSNorm has no bias"));
+  CHECK(prep("layer_norm", "f32", nullptr, 4, 0, 0, 0, 128) == kInvalidArgument);
+  CHECK(last_error_has("width = 0"));
+  CHECK(prep("layer_norm", "f32", nullptr, 4, 64, 0, 0, 0) == kInvalidArgument);
+  CHECK(last_error_has("size = 0"));
+  CHECK(std::string(text) == "unset");
+  const int rc = prep("rms_norm", "bf16", "f32", 4, 64, KJIT_ACTIVATION_SILU, 0, 128);
+  CAPTURE(std::string(kjit_last_error()));  // an error's words, on a GPU machine
+  CHECK(rc != kInvalidArgument);
+  CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
+}

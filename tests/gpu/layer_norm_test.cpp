@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
+#include "kjit/c_api.h"
 #include "kjit/host_math.hpp"
 #include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/layer_norm_reference.hpp"
@@ -668,6 +669,50 @@ TEST_CASE("layer_norm: graphs replay prepared plans; an unprepared one is a Capt
   });
   ok.launch(stream);
   stream.synchronize();
+}
+
+// The C ABI (libkjit_c: its own process-wide runtime, in the same primary context): a call
+// captured into a graph before kjit_layer_norm_prepare is refused as capture_compile (that
+// runtime has loaded nothing for this problem); after it, the same call captures, and the graph
+// computes the norm. The prepare's text is the C++ prepare's config.
+TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call capturable") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  LayerNormProblem p = LayerNormProblem::rms_norm(6, 1000, DType::BF16);  // no other test's
+  p.param_dtype = DType::F32;
+  p.activation = Activation::GeluTanh;
+  const size_t n = 6 * 1000;
+  const auto x = kjit::host::random_normal(DType::BF16, n, 0.f, 1.f, kjit_test::seed());
+  const auto w = kjit::host::random_normal(DType::F32, 1000, 1.f, 0.2f, 3);
+  auto dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::BF16, x));
+  auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, w));
+  kjit::DeviceBuffer dy(rt, n * 2);
+  auto call = [&] {
+    return kjit_layer_norm(
+        "rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
+        reinterpret_cast<void*>(dx.ptr()), nullptr, reinterpret_cast<void*>(dy.ptr()), nullptr,
+        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream));
+  };
+  int rc = -1;
+  {
+    kjit::Graph refused(rt, stream, [&] { rc = call(); });
+  }
+  CHECK(rc == KJIT_ERR_CAPTURE_COMPILE);
+  CHECK(std::string(kjit_last_error()).find("prepare_layer_norm") != std::string::npos);
+  char text[128];
+  REQUIRE(kjit_layer_norm_prepare("rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH, 0,
+                                  1, 0, text, sizeof text) == KJIT_OK);
+  CHECK(std::string(text) == kjit::ops::prepare_layer_norm(rt, p).describe());
+  kjit::Graph graph(rt, stream, [&] { rc = call(); });
+  CHECK(rc == KJIT_OK);
+  dy.fill_bytes(0xFF);
+  graph.launch(stream);
+  stream.synchronize();
+  const auto ref = kjit::reference::layer_norm(p, x, nullptr, w.data(), nullptr, 1e-6);
+  const auto got = kjit::host::from_bytes(DType::BF16, dy.to_host<unsigned char>(n * 2));
+  const auto e = kjit::host::compare(got, ref.y, 1e-2, 1e-2);
+  CHECK(e.nonfinite == 0);
+  CHECK(e.allclose);
 }
 
 // One long row runs with replicas (each writes a share of the row) where no output aliases an
