@@ -199,20 +199,25 @@ TEST_CASE(
     return kjit_layer_norm_prepare(kind, dtype, param_dtype, rows, width, activation, 1, 1, bias,
                                    text, size);
   };
-  CHECK(prep(nullptr, "f32", nullptr, 4, 64, 0, 0, 128) == kInvalidArgument);
-  CHECK(last_error_has("kind is NULL"));
-  CHECK(prep("batch_norm", "f32", nullptr, 4, 64, 0, 0, 128) == kInvalidArgument);
-  CHECK(last_error_has("norm kind 'batch_norm'"));
-  CHECK(prep("layer_norm", "f64", nullptr, 4, 64, 0, 0, 128) == kInvalidArgument);
-  CHECK(last_error_has("f64"));
-  CHECK(prep("layer_norm", "f32", nullptr, 4, 64, 9, 0, 128) == kInvalidArgument);
-  CHECK(last_error_has("activation = 9"));
-  CHECK(prep("rms_norm", "bf16", nullptr, 4, 64, 0, 1, 128) == kInvalidArgument);
-  CHECK(last_error_has("RMSNorm has no bias"));
-  CHECK(prep("layer_norm", "f32", nullptr, 4, 0, 0, 0, 128) == kInvalidArgument);
-  CHECK(last_error_has("width = 0"));
-  CHECK(prep("layer_norm", "f32", nullptr, 4, 64, 0, 0, 0) == kInvalidArgument);
-  CHECK(last_error_has("size = 0"));
+  struct Bad {
+    const char *kind, *dtype;
+    int64_t width;
+    int activation, bias;
+    int64_t size;
+    const char* named;
+  };
+  for (const Bad& c : {Bad{nullptr, "f32", 64, 0, 0, 128, "kind is NULL"},
+                       Bad{"batch_norm", "f32", 64, 0, 0, 128, "norm kind 'batch_norm'"},
+                       Bad{"layer_norm", "f64", 64, 0, 0, 128, "f64"},
+                       Bad{"layer_norm", "f32", 64, 9, 0, 128, "activation = 9"},
+                       Bad{"rms_norm", "bf16", 64, 0, 1, 128, "RMSNorm has no bias"},
+                       Bad{"layer_norm", "f32", 0, 0, 0, 128, "width = 0"},
+                       Bad{"layer_norm", "f32", 64, 0, 0, 0, "size = 0"}}) {
+    CAPTURE(c.named);
+    CHECK(prep(c.kind, c.dtype, nullptr, 4, c.width, c.activation, c.bias, c.size) ==
+          kInvalidArgument);
+    CHECK(last_error_has(c.named));
+  }
   CHECK(std::string(text) == "unset");
   const int rc = prep("rms_norm", "bf16", "f32", 4, 64, KJIT_ACTIVATION_SILU, 0, 128);
   CAPTURE(std::string(kjit_last_error()));  // an error's words, on a GPU machine
