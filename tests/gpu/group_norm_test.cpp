@@ -1140,6 +1140,29 @@ TEST_CASE("group_norm: autotune picks a candidate and reuses it from the cache")
   cs.p = p;
   cs.autotune = true;
   check_result(cs, run_case(cs, stream, kjit_test::seed()));
+  // A runtime that finds a stored choice but has loaded nothing refuses the tuned call captured
+  // unprepared (CaptureCompile), rather than compiling and loading inside the capture.
+  kjit_test::TempDir dir;
+  kjit::RuntimeOptions ro;
+  ro.cache.dir = dir.path;
+  {
+    kjit::Runtime tuner(ro);
+    kjit::ops::prepare_group_norm(tuner, p, o);
+  }
+  kjit::Runtime fresh(ro);
+  kjit::Stream s2(fresh);
+  const size_t bytes = static_cast<size_t>(p.N * p.C * p.S) * 4;
+  kjit::DeviceBuffer dx(fresh, bytes), dy(fresh, bytes), dw(fresh, p.C * 4), db(fresh, p.C * 4);
+  auto ptr = [](const kjit::DeviceBuffer& b) { return reinterpret_cast<void*>(b.ptr()); };
+  std::string refusal;
+  try {
+    kjit::Graph g(fresh, s2, [&] {
+      kjit::ops::group_norm(fresh, p, ptr(dx), ptr(dy), ptr(dw), ptr(db), o, s2);
+    });
+  } catch (const kjit::Error& e) {
+    refusal = kjit::errc_name(e.code());
+  }
+  CHECK(refusal == kjit::errc_name(kjit::Errc::CaptureCompile));
 }
 
 // Autotuning a problem with split candidates times them with partials in a workspace set of its

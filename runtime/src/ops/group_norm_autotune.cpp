@@ -32,9 +32,12 @@ kjit::Autotuner<GroupNormConfig> make_tuner(const GroupNormProblem& p, bool alig
   return tuner;
 }
 
-// A candidate's plan; one the device cannot schedule is not a candidate here.
-std::shared_ptr<GnPlan> build(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c) {
-  std::shared_ptr<GnPlan> plan = build_plan(rt, p, c, nullptr);
+// A candidate's plan; one the device cannot schedule is not a candidate here. Built for the
+// caller's stream: a stored choice not loaded yet is then a CaptureCompile inside a capture, not
+// a compile there.
+std::shared_ptr<GnPlan> build(Runtime& rt, const GroupNormProblem& p, const GroupNormConfig& c,
+                              CUstream caller) {
+  std::shared_ptr<GnPlan> plan = build_plan(rt, p, c, caller);
   if (!plan->runnable)
     throw Error(Errc::Unsupported,
                 "group_norm: " + c.describe() + " cannot be scheduled on " + rt.props().name);
@@ -93,7 +96,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   const kjit::Autotuner<GroupNormConfig> tuner =
       make_tuner(p, aligned, group_norm_configs_for(p, Target::of(rt), tuned, aligned));
   const auto recall = tuner.recall(rt, [&](const GroupNormConfig& c) -> Launch {
-    build(rt, p, c);
+    build(rt, p, c, caller);
     return {};
   });
   if (recall) return recall->config;
@@ -110,7 +113,7 @@ GroupNormConfig autotune(Runtime& rt, const GroupNormProblem& p, bool aligned, f
   return tuner
       .tune(rt,
             [&](const GroupNormConfig& c) -> Launch {
-              std::shared_ptr<GnPlan> plan = build(rt, p, c);
+              std::shared_ptr<GnPlan> plan = build(rt, p, c, caller);
               return [&rt, &scratch, &ws, plan, k = size_t{0}](CUstream s) mutable {
                 k = (k + 1) % scratch.args.size();
                 launch_plan(rt, *plan, scratch.args[k], s, &ws);

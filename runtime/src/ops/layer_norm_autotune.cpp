@@ -104,9 +104,11 @@ LayerNormConfig layer_norm_autotune(Runtime& rt, const LayerNormProblem& p, bool
                                          [](const LayerNormConfig& c) { return c.describe(); });
   tuner.key("problem", p.describe()).key("aligned", aligned ? 1 : 0);
   tuner.key("pdl", op::programmatic_launch(rt) ? 1 : 0);
-  // A candidate the device cannot schedule (a cluster too large for it) is not one here.
+  // A candidate the device cannot schedule (a cluster too large for it) is not one here. Built
+  // for the caller's stream: a stored choice not loaded yet is then a CaptureCompile inside a
+  // capture, not a compile there.
   auto build = [&](const LayerNormConfig& c) {
-    std::shared_ptr<LnPlan> plan = layer_norm_plan(rt, p, c, aligned, nullptr);
+    std::shared_ptr<LnPlan> plan = layer_norm_plan(rt, p, c, aligned, caller);
     if (!plan->kernel.fits(plan->launch))
       throw Error(Errc::Unsupported, std::string(op) + ": " + c.describe() +
                                          " cannot be scheduled on " + rt.props().name);
