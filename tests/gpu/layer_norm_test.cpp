@@ -713,6 +713,15 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
   const auto e = kjit::host::compare(got, ref.y, 1e-2, 1e-2);
   CHECK(e.nonfinite == 0);
   CHECK(e.allclose);
+  // The prepare built the in-place plan too: y over x captures as well.
+  rc = -1;
+  kjit::Graph in_place(rt, stream, [&] {
+    rc = kjit_layer_norm(
+        "rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
+        reinterpret_cast<void*>(dx.ptr()), nullptr, reinterpret_cast<void*>(dx.ptr()), nullptr,
+        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream));
+  });
+  CHECK(rc == KJIT_OK);
 }
 
 // One long row runs with replicas (each writes a share of the row) where no output aliases an
@@ -868,5 +877,23 @@ TEST_CASE("layer_norm: autotune picks a candidate, and a new runtime reuses the 
     MESSAGE(p.describe() << ": " << tuned.describe() << " of " << cands.size() << " (heuristic "
                          << cands[0].describe() << "); tuned in " << tune_s << " s, reused in "
                          << reuse_s << " s");
+    // A third runtime finds the stored choice but has loaded nothing: the tuned call captured
+    // unprepared is refused as CaptureCompile, not compiled (and loaded) inside the capture.
+    kjit::Runtime rt3(o);
+    kjit::Stream s3(rt3);
+    const size_t esz = kjit::dtype_size(p.dtype), n = static_cast<size_t>(p.rows * p.width);
+    kjit::DeviceBuffer dx(rt3, n * esz), dy(rt3, n * esz), dw(rt3, p.width * esz),
+        db(rt3, p.width * esz);
+    auto ptr = [](const kjit::DeviceBuffer& b) { return reinterpret_cast<void*>(b.ptr()); };
+    std::string refusal;
+    try {
+      kjit::Graph g(rt3, s3, [&] {
+        kjit::ops::layer_norm(rt3, p, ptr(dx), nullptr, ptr(dy), nullptr, ptr(dw),
+                              p.has_bias ? ptr(db) : nullptr, opt, s3);
+      });
+    } catch (const kjit::Error& e) {
+      refusal = kjit::errc_name(e.code());
+    }
+    CHECK(refusal == kjit::errc_name(kjit::Errc::CaptureCompile));
   }
 }

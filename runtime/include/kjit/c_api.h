@@ -110,8 +110,8 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
                     int64_t width, int activation, const void* x, const void* residual, void* y,
                     void* sum, const void* weight, const void* bias, float eps, void* stream);
 /* Compile and load what kjit_layer_norm of this problem launches with 16-byte aligned pointers
- * (width a multiple of 16 bytes), in place or not, so that such a call, also inside a graph
- * capture, compiles nothing. residual, weight, bias: nonzero when the call passes them. Writes the
+ * (any width), in place or not, so that such a call, also inside a graph capture, compiles
+ * nothing. residual, weight, bias: nonzero when the call passes them. Writes the
  * chosen config as text into buf as kjit_group_norm_prepare does. Under KJIT_AUTOTUNE=1 the
  * prepare tunes (once), and the call runs the tuned plan. */
 int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
