@@ -576,7 +576,9 @@ std::vector<float> run_rows(const LayerNormProblem& p, const LayerNormConfig& c,
 TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
   kjit::Stream stream(runtime());
   for (DType t : {DType::F32, DType::BF16}) {
-    for (const auto& [width, config] : range_paths(t)) {
+    for (const auto& path : range_paths(t)) {  // not a structured binding: CAPTURE's lambda
+      const int64_t width = path.first;        // cannot capture one in clang 14
+      const LayerNormConfig& config = path.second;
       CAPTURE(config.describe());
       const std::vector<float> bias =
           kjit::host::random_normal(t, static_cast<size_t>(width), 0.f, 1.f, 77);
