@@ -191,4 +191,8 @@ void* driver_proc(const char* name, int cuda_version) {
   return detail::driver_proc(name, cuda_version);
 }
 
+void check_driver(CUresult r, const char* what) {
+  detail::check_cu(r, what);
+}
+
 }  // namespace kjit

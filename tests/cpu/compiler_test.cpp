@@ -393,6 +393,23 @@ TEST_CASE("every built-in compiles warm in well under 100 ms (reported, not asse
   MESSAGE("warm compile of test_affine<bf16>: " << ms << " ms");
 }
 
+// check_driver: a success costs nothing (no driver needed); a failure is a kjit::Error naming the
+// call and the driver's name for the result, or, without a driver to name it, NoDriver.
+TEST_CASE("check_driver: success passes, a failure names the call and the result") {
+  kjit::check_driver(CUDA_SUCCESS, "cuNothing");
+  try {
+    kjit::check_driver(CUDA_ERROR_INVALID_VALUE, "cuSomething");
+    FAIL("check_driver accepted CUDA_ERROR_INVALID_VALUE");
+  } catch (const kjit::Error& e) {
+    const bool named = std::string(e.what()).find("cuSomething failed: CUDA_ERROR_INVALID_VALUE") !=
+                       std::string::npos;
+    if (kjit::gpu_available())
+      CHECK((e.code() == kjit::Errc::Cuda && named));
+    else  // a driver without a device names it too
+      CHECK(((e.code() == kjit::Errc::Cuda && named) || e.code() == kjit::Errc::NoDriver));
+  }
+}
+
 TEST_CASE("without a GPU, asking for one raises a clear error") {
   std::string why;
   if (kjit::gpu_available(&why)) {

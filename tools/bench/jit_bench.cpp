@@ -36,11 +36,8 @@ double BareLaunch::host_us(CUstream stream) {
   auto launch =
       reinterpret_cast<PFN_cuLaunchKernel_v4000>(kjit::driver_proc("cuLaunchKernel", 4000));
   return host_us_per_call(rt, stream, 256, 41, [&] {
-    const CUresult r = launch(kernel.function(), 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-    if (r != CUDA_SUCCESS)
-      throw kjit::Error(kjit::Errc::Cuda,
-                        "bare cuLaunchKernel of kjit::test_affine failed: CUresult " +
-                            std::to_string(static_cast<int>(r)));
+    kjit::check_driver(launch(kernel.function(), 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr),
+                       "bare cuLaunchKernel of kjit::test_affine");
   });
 }
 

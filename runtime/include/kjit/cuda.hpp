@@ -121,5 +121,8 @@ void synchronize(Runtime& rt);
 // e.g. reinterpret_cast<PFN_cuCtxSynchronize_v2000>(driver_proc("cuCtxSynchronize", 2000)).
 void* driver_proc(const char* name);
 void* driver_proc(const char* name, int cuda_version);
+// For the results of such calls: nothing on CUDA_SUCCESS, else kjit::Error (Cuda) naming `what`
+// and the driver's name and text for r, as kjit's own driver calls report theirs.
+void check_driver(CUresult r, const char* what);
 
 }  // namespace kjit
