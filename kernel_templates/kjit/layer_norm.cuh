@@ -168,13 +168,16 @@ struct SumScale {
 // rest), the CTA sums each thread's m2 moved to the mean (the parallel-variance rule, exact) with
 // a second barrier, as when a overflows. NaN or inf values make M2 NaN (an inf's deviation is
 // inf - inf) by that path; squared deviations from the mean past the float range make it inf.
+// The e sums are scaled by sc (SumScale of the row: the same bits), so that they stay in the
+// float range wherever the values do: a CTA half at 2^120 and half at 0 has a finite mean and an
+// M2 of inf (PyTorch's rstd = 0), not NaN from an e of inf.
 template <int kThreads>
-__forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4* warps,
-                                   float* scratch) {
+__forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, SumScale sc,
+                                   float4* warps, float* scratch) {
   constexpr int kWarps = kThreads / 32;
   const float r = __shfl_sync(0xffffffffu, m, 0);
   const float d = n > 0.f ? m - r : 0.f;
-  float c = n, e = n * d, a = fmaf(n * d, d, m2);
+  float c = n, e = n * sc.scale * d, a = fmaf(n * d, d, m2);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     c += __shfl_xor_sync(0xffffffffu, c, o);
@@ -191,9 +194,10 @@ __forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4
   const float ref = warps[0].w;
   const float4 v = k < kWarps ? warps[k] : make_float4(0.f, 0.f, 0.f, 0.f);
   const float dl = v.x > 0.f ? v.w - ref : 0.f;
-  float ec = fmaf(v.x, dl, v.y), ac = fmaf(dl, fmaf(v.x, dl, 2.f * v.y), v.z);
+  const float ew = v.y * sc.unscale;  // the warp's e, unscaled (inf only where its a is)
+  float ec = fmaf(v.x * sc.scale, dl, v.y), ac = fmaf(dl, fmaf(v.x, dl, 2.f * ew), v.z);
   // A warp's own M2 below a / 8 (or NaN): a NaN sum sends the CTA to the exact path.
-  if (v.x > 0.f && !(fmaf(-v.y, __fdividef(v.y, v.x), v.z) * 8.f >= v.z))
+  if (v.x > 0.f && !(fmaf(-ew, __fdividef(ew, v.x), v.z) * 8.f >= v.z))
     ac = __int_as_float(0x7fffffff);
 #pragma unroll
   for (int o = kGroup / 2; o > 0; o >>= 1) {
@@ -201,7 +205,7 @@ __forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, float4
     ac += __shfl_xor_sync(0xffffffffu, ac, o);
   }
   if (!(cnt > 0.f)) return make_float2(0.f, 0.f);
-  const float dm = ec / cnt, mean = ref + dm, m2c = fmaf(-ec, dm, ac);
+  const float dm = ec / cnt * sc.unscale, mean = ref + dm, m2c = fmaf(-ec * sc.unscale, dm, ac);
   // a may overflow where M2 does not (it is up to 1 + c / n times M2): inf, like NaN, falls
   // through to the exact path, which gives inf only when M2 itself overflows.
   if (m2c * 8.f >= ac && !isinf(ac)) return make_float2(mean, m2c);
@@ -241,11 +245,12 @@ __forceinline__ float2 cluster_sum2(float u, float v, float4 (&slots)[kCluster],
 }
 
 // A row's statistics across a cluster from each CTA's (count, sum, M2 about its own mean, that
-// mean; for RMSNorm only the sum counts), exchanged once. `n` is the row's element count.
-// Returns (mean, M2 / n), or for RMSNorm (mean of squares, -).
+// mean; for RMSNorm only the sum counts), exchanged once. `n` is the row's element count, sc its
+// SumScale. Returns (mean, M2 / n), or for RMSNorm (mean of squares, -).
 template <int kCluster, bool kRms>
 __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_mean, float n,
-                                     float4 (&slots)[kCluster], unsigned long long* inbox) {
+                                     SumScale sc, float4 (&slots)[kCluster],
+                                     unsigned long long* inbox) {
   constexpr int kGroup = pow2_at_least(kCluster);
   const float4 v =
       cluster_exchange<kCluster, true>(make_float4(cnt, s, m2, local_mean), slots, inbox);
@@ -258,12 +263,14 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   // subtraction leaves (it loses at most log2(kCluster) + 1 bits of it, whatever the row), and
   // e / n carries its rounding relative to mean - r, not to the mean (rows far from zero).
   // A NaN or inf in the row makes a CTA's M2 NaN, so M2 is NaN; a squared deviation past the
-  // float range makes a inf, and M2 with it (not inf - inf).
+  // float range makes a inf, and M2 with it (not inf - inf). e is summed scaled by sc (the same
+  // bits), so that it stays in the float range wherever the values do: a row half at 2^120 and
+  // half at 0 gets a finite mean and M2 = inf, PyTorch's rstd = 0.
   const float r = slots[0].w;
   const float d = v.x > 0.f ? v.w - r : 0.f;
-  const float2 ea = xor_sum2<kGroup>(make_float2(v.x * d, v.z + v.x * d * d));
-  const float e = ea.x, a = ea.y;
-  const float dm = e / n;
+  const float2 ea = xor_sum2<kGroup>(make_float2(v.x * sc.scale * d, v.z + v.x * d * d));
+  const float e = ea.x * sc.unscale, a = ea.y;  // e: inf only where a is
+  const float dm = ea.x / n * sc.unscale;
   const float m2_all = isinf(a) ? a : fmaf(-e, dm, a);
   return make_float2(r + dm, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
 }
@@ -559,7 +566,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     if constexpr (kCtaMoments) {
       // A streamed cluster's LayerNorm: each thread's own moments, then one CTA reduction.
       const float2 mm =
-          rownorm::cta_moments<kThreads>(own.n, own.mean, own.m2, cnt, warp_moments, red2);
+          rownorm::cta_moments<kThreads>(own.n, own.mean, own.m2, cnt, sc, warp_moments, red2);
       local_mean = mm.x;
       m2 = mm.y;  // (s1 stays 0: a LayerNorm cluster's message carries the mean and M2)
     } else {
@@ -587,7 +594,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     var = cnt > 0.f ? m2 / cnt : 0.f;
     if constexpr (kCluster > 1) {
       const float2 st =
-          rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, local_mean, width, slots, &inbox);
+          rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, local_mean, width, sc, slots, &inbox);
       mean = st.x;
       var = st.y;
     }

@@ -7,8 +7,9 @@
 
 namespace kjit {
 
-// CTA b combines threads [b * kThreads, (b + 1) * kThreads) of (n, m, m2) with count cnt[b];
-// out[i] = (mean, M2) as thread i returned them.
+// CTA b combines threads [b * kThreads, (b + 1) * kThreads) of (n, m, m2) with count cnt[b],
+// its sums scaled as a row of cnt[b] values would be; out[i] = (mean, M2) as thread i returned
+// them.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     test_cta_moments(const float* n, const float* m, const float* m2, const float* cnt,
@@ -16,7 +17,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float4 warps[kThreads / 32];
   __shared__ float scratch[32];
   const long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
-  out[i] = rownorm::cta_moments<kThreads>(n[i], m[i], m2[i], cnt[blockIdx.x], warps, scratch);
+  const float c = cnt[blockIdx.x];
+  const rownorm::SumScale sc(static_cast<int>(c));
+  out[i] = rownorm::cta_moments<kThreads>(n[i], m[i], m2[i], c, sc, warps, scratch);
 }
 
 }  // namespace kjit

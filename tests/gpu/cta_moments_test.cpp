@@ -1,8 +1,9 @@
 // LayerNorm's one-reduction CTA statistics (rownorm::cta_moments, kjit/layer_norm.cuh) on crafted
 // per-thread moments, through kjit::test_cta_moments: the fast path and each reason for the
 // exact one (an outlier at a warp's lane 0, at the CTA's thread 0, a sum that overflows), empty
-// threads, warps and CTAs, NaN; every thread of a CTA must return the same bits, within a few
-// fp32 ulp of M2 computed in float64 from the same inputs.
+// threads, warps and CTAs, NaN, moments past the float range; every thread of a CTA must return
+// the same bits, within a few fp32 ulp of M2 computed in float64 from the same inputs (inf where
+// that is past the float range).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -113,6 +114,11 @@ void run(int threads, const std::vector<Case>& cases) {
       CHECK(std::isnan(r[1]));
       continue;
     }
+    if (m2 > std::numeric_limits<float>::max()) {  // no fp32 M2: inf, with a finite mean
+      CHECK_MESSAGE((std::isinf(r[1]) && r[1] > 0.f), "M2 " << r[1] << " against " << m2);
+      CHECK_MESSAGE(std::fabs(r[0] - mean) <= 1e-6 * std::fabs(mean), "mean " << r[0]);
+      continue;
+    }
     // Inputs rounded to float carry ~2^-24 of each m2 and n (m - mean)^2; the kernel's sums add
     // a few ulp per level (log2(threads) + 5 levels), the fast path at most 8x that.
     const double spread = std::sqrt(m2 / std::max(c_n, 1.0));
@@ -158,6 +164,13 @@ TEST_CASE("cta_moments: one reduction, the exact path where it would lose bits, 
                      cta(threads, threads, 4, 0.0, seed + 8, [](int i, std::vector<double>* v) {
                        const double big = std::sqrt(3.4e38 / 8);
                        for (double& x : *v) x = i == 0 ? 0.0 : big;
+                     })});
+    // Every other thread at 2^120: M2 past the float range, and so is the sum of the threads'
+    // count times their mean's distance from thread 0's (16 threads x 64 x 2^120 = 2^130):
+    // summed scaled (SumScale), the mean is 2^119, M2 inf (PyTorch's rstd = 0), not NaN.
+    cases.push_back({"moments past the float range, half the threads at 2^120",
+                     cta(threads, threads, 64, 0.0, seed + 10, [](int i, std::vector<double>* v) {
+                       for (double& x : *v) x = i % 2 ? 0x1p120 : 0.0;
                      })});
     Case nan{"NaN in one thread's values", cta(threads, threads, 4, 1.0, seed + 9, none)};
     nan.t.m2[threads / 2] = std::numeric_limits<float>::quiet_NaN();

@@ -568,11 +568,12 @@ std::vector<float> run_rows(const LayerNormProblem& p, const LayerNormConfig& c,
 // - RMSNorm sums squares in fp32, as PyTorch does: rows of 1e18 sum past it, the mean square is
 //   inf and y = x * 0 = 0 in both (PyTorch: rows of 1e17 to 1e19 in 65536, fp32 and bf16).
 // - LayerNorm rows half at 2^120 and half at 0 have a variance past it: rstd = 0 and y = bias in
-//   PyTorch. kjit's warp teams, CTAs, streams and held clusters give the same (the held ones as
-//   their sums of values and of the exact pass's deviations are scaled, rownorm::SumScale:
-//   unscaled, a CTA's half of such a row sums past 2^128). Streamed clusters are left out: their
-//   CTAs' moments, combined about CTA 0's mean, overflow there (NaN where PyTorch gives bias, on
-//   a row that has no fp32 variance; docs/OPS.md).
+//   PyTorch. kjit gives the same on every path, as its sums of values, of a held cluster's
+//   deviations and of a streamed cluster's first moments are scaled (rownorm::SumScale:
+//   unscaled, a CTA's half of such a row sums past 2^128, and so do a streamed cluster's CTAs'
+//   counts times their means' distance from CTA 0's). Two layouts: the row's first half at
+//   2^120 (a streamed cluster's CTAs each constant), and runs of 1024 elements alternating, which
+//   put 2^120 and 0 into the threads of one CTA (its moments combined about one thread's mean).
 TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
   kjit::Stream stream(runtime());
   for (DType t : {DType::F32, DType::BF16}) {
@@ -587,15 +588,17 @@ TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
       const std::vector<float> y0 = run_rows(
           rms, config, [](int64_t, int64_t) { return 1e18f; }, bias, stream);
       CHECK(std::count(y0.begin(), y0.end(), 0.f) == static_cast<long>(y0.size()));
-      if (config.stream && config.cluster > 1) continue;
       const LayerNormProblem ln = LayerNormProblem::layer_norm(3, width, t);
       CAPTURE(ln.describe());
-      const std::vector<float> y = run_rows(
-          ln, config, [](int64_t i, int64_t w) { return i < w / 2 ? 0x1p120f : 0.f; }, bias,
-          stream);
-      long equal = 0;
-      for (size_t i = 0; i < y.size(); ++i) equal += y[i] == bias[i % bias.size()];
-      CHECK(equal == static_cast<long>(y.size()));
+      using Layout = float (*)(int64_t, int64_t);
+      const Layout layouts[] = {[](int64_t i, int64_t w) { return i < w / 2 ? 0x1p120f : 0.f; },
+                                [](int64_t i, int64_t) { return i / 1024 % 2 ? 0.f : 0x1p120f; }};
+      for (Layout layout : layouts) {
+        const std::vector<float> y = run_rows(ln, config, layout, bias, stream);
+        long equal = 0;
+        for (size_t i = 0; i < y.size(); ++i) equal += y[i] == bias[i % bias.size()];
+        CHECK(equal == static_cast<long>(y.size()));
+      }
     }
   }
 }
