@@ -168,9 +168,12 @@ struct SumScale {
 // rest), the CTA sums each thread's m2 moved to the mean (the parallel-variance rule, exact) with
 // a second barrier, as when a overflows. NaN or inf values make M2 NaN (an inf's deviation is
 // inf - inf) by that path; squared deviations from the mean past the float range make it inf.
-// The e sums are scaled by sc (SumScale of the row: the same bits), so that they stay in the
-// float range wherever the values do: a CTA half at 2^120 and half at 0 has a finite mean and an
-// M2 of inf (PyTorch's rstd = 0), not NaN from an e of inf.
+// The e sums are scaled by sc (SumScale of the row), so that they stay in the float range
+// wherever the values do: a CTA half at 2^120 and half at 0 has a finite mean and an M2 of inf
+// (PyTorch's rstd = 0), not NaN from an e of inf. The scaling changes no rounding but where a
+// scaled term falls below 2^-126: deviations of ~2^(k - 126) (1e-32 for k = 20) or less, whose
+// squares underflow to a variance of 0 anyway, get an absolute error up to ~2^(k - 150) in the
+// mean, as SumScale's sums of values do.
 template <int kThreads>
 __forceinline__ float2 cta_moments(float n, float m, float m2, float cnt, SumScale sc,
                                    float4* warps, float* scratch) {
@@ -263,9 +266,11 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   // subtraction leaves (it loses at most log2(kCluster) + 1 bits of it, whatever the row), and
   // e / n carries its rounding relative to mean - r, not to the mean (rows far from zero).
   // A NaN or inf in the row makes a CTA's M2 NaN, so M2 is NaN; a squared deviation past the
-  // float range makes a inf, and M2 with it (not inf - inf). e is summed scaled by sc (the same
-  // bits), so that it stays in the float range wherever the values do: a row half at 2^120 and
-  // half at 0 gets a finite mean and M2 = inf, PyTorch's rstd = 0.
+  // float range makes a inf, and M2 with it (not inf - inf). e is summed scaled by sc (as in
+  // cta_moments), so that it stays in the float range wherever the values do: a row half at 2^120
+  // and half at 0 gets a finite mean and M2 = inf, PyTorch's rstd = 0. Not yet exact near the top
+  // of the range: a can overflow (it is up to kCluster + 1 times M2) where M2 does not, and the
+  // row then gets M2 = inf too (y = bias) where PyTorch normalizes it (docs/OPS.md).
   const float r = slots[0].w;
   const float d = v.x > 0.f ? v.w - r : 0.f;
   const float2 ea = xor_sum2<kGroup>(make_float2(v.x * sc.scale * d, v.z + v.x * d * d));
@@ -455,9 +460,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // the first did, so a CTA barrier sits between them (team_sum's is none on one warp).
   // An fp32 stream without an activation loads the parameters with the values in its second
   // pass, one latency for both instead of one per vector, in batches half as deep (all kIters
-  // with them spill). H200, kjit-bench: LayerNorm fp32 16384x4096 128.2 -> 127.3 us, 1 x 2^20
-  // 13.7 -> 13.0, RMSNorm fp32 4 x 2^20 18.4 -> 17.8. Not where it measured slower: with SiLU
-  // (128.5 -> 131.0 us) and bf16 (1 x 2^20: 9.8 -> 9.9).
+  // with them spill on the 48-register 256-thread stream). H200, kjit-bench: LayerNorm fp32
+  // 16384x4096 128.2 -> 127.3 us, 1 x 2^20 13.7 -> 13.0, RMSNorm fp32 4 x 2^20 18.4 -> 17.8. Not
+  // where it measured slower: with SiLU (128.5 -> 131.0 us) and bf16 (1 x 2^20: 9.8 -> 9.9).
   constexpr bool kParamsEarly = kStream && (kHasW || kHasB) && rownorm::is_none<Act>::value &&
                                 sizeof(T) == 4 && kIters % 2 == 0;
   auto stream_pass = [&](auto batch, bool first_pass, L2Hint hint, auto&& fn) {

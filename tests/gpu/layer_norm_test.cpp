@@ -572,8 +572,10 @@ std::vector<float> run_rows(const LayerNormProblem& p, const LayerNormConfig& c,
 //   deviations and of a streamed cluster's first moments are scaled (rownorm::SumScale:
 //   unscaled, a CTA's half of such a row sums past 2^128, and so do a streamed cluster's CTAs'
 //   counts times their means' distance from CTA 0's). Two layouts: the row's first half at
-//   2^120 (a streamed cluster's CTAs each constant), and runs of 1024 elements alternating, which
-//   put 2^120 and 0 into the threads of one CTA (its moments combined about one thread's mean).
+//   2^120 (a streamed cluster's CTAs each constant; run on PyTorch), and runs of 1024 elements
+//   alternating, which put 2^120 and 0 into the threads of one CTA (its moments combined about
+//   one thread's mean). The second was not run on PyTorch: its answer follows from the same rule
+//   (M2 past the float range: rstd = 0), and at width 768 it is a constant row (y = bias).
 TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
   kjit::Stream stream(runtime());
   for (DType t : {DType::F32, DType::BF16}) {
