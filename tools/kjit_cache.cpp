@@ -293,150 +293,189 @@ bool require_writable(kc::DiskCache& cache, const char* what) {
   return false;
 }
 
+int cmd_prune(kc::DiskCache& cache, std::optional<uint64_t> target_bytes,
+              std::optional<std::chrono::seconds> max_age) {
+  if (!require_writable(cache, "prune")) return 1;
+  const uint64_t before = cache.total_bytes();
+  const uint64_t n = cache.prune(target_bytes, max_age);
+  const uint64_t after = cache.total_bytes();
+  std::printf("pruned %llu entries from %s: %s -> %s\n", static_cast<unsigned long long>(n),
+              printable(cache.dir()).c_str(), format_bytes(before).c_str(),
+              format_bytes(after).c_str());
+  return 0;
+}
+
+int cmd_clear(kc::DiskCache& cache) {
+  if (!require_writable(cache, "clear")) return 1;
+  const uint64_t n = cache.clear();
+  std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n),
+              printable(cache.dir()).c_str());
+  return 0;
+}
+
+int cmd_export(kc::DiskCache& cache, const std::string& file) {
+  // The archive is written beside FILE and renamed over it: that would replace a pipe, a
+  // device or a symlink's target link with a plain file instead of writing into it.
+  struct stat st;
+  if (::lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::fprintf(stderr, "kjit-cache export: %s exists and is not a regular file\n",
+                 printable(file).c_str());
+    return 2;
+  }
+  const uint64_t n = cache.export_to(file);
+  std::printf("exported %llu entries from %s to %s\n", static_cast<unsigned long long>(n),
+              printable(cache.dir()).c_str(), printable(file).c_str());
+  return 0;
+}
+
+int cmd_import(kc::DiskCache& cache, const std::string& file) {
+  if (!require_writable(cache, "import")) return 1;
+  const uint64_t oversized = cache.stats().oversized;
+  const uint64_t n = cache.import_from(file);
+  const uint64_t skipped = cache.stats().oversized - oversized;
+  std::printf("imported %llu entries from %s into %s", static_cast<unsigned long long>(n),
+              printable(file).c_str(), printable(cache.dir()).c_str());
+  if (skipped)
+    std::printf(" (%llu skipped: over half the size cap)",
+                static_cast<unsigned long long>(skipped));
+  std::printf("\n");
+  return 0;
+}
+
+struct Args {
+  std::string cache_dir, max_size, older_than, file;
+  bool json_out = false, full_keys = false;
+};
+
+// The subcommands, each parsed() when given.
+struct Commands {
+  CLI::App *stats, *list, *verify, *prune, *clear, *exp, *imp, *push, *pull;
+  bool writes() const {
+    return prune->parsed() || clear->parsed() || imp->parsed() || pull->parsed();
+  }
+};
+
+Commands add_commands(CLI::App& app, Args& a) {
+  Commands c{};
+  c.stats = app.add_subcommand("stats", "entries, size, cap, kinds and archs");
+  c.stats->add_flag("--json", a.json_out, "one JSON object");
+  c.list = app.add_subcommand("list", "one line per entry: key, kind, arch, size, age");
+  c.list->add_flag("--json", a.json_out, "a JSON array of entries (full keys, paths, metadata)");
+  c.list->add_flag("--full-keys", a.full_keys, "print the whole 64-digit key");
+  c.verify = app.add_subcommand("verify", "check every entry's checksum; exit 1 if any is bad");
+  c.verify->add_flag("--json", a.json_out, "one JSON object");
+  c.prune = app.add_subcommand(
+      "prune", "remove least recently used entries down to a size and/or older than an age");
+  c.prune->add_option("--max-size", a.max_size, "keep at most this much: bytes or 512K, 64M, 2G");
+  c.prune->add_option("--older-than", a.older_than,
+                      "remove entries not used for this long: 90m, 12h, 30d, 2w (or seconds)");
+  c.clear = app.add_subcommand("clear", "remove every entry");
+  c.exp = app.add_subcommand("export", "write every valid entry into one archive file");
+  c.exp->add_option("FILE", a.file, "archive to write (replaced atomically)")->required();
+  c.imp = app.add_subcommand(
+      "import", "verify an archive, then publish its entries into the cache (atomically each)");
+  c.imp->add_option("FILE", a.file, "archive to read")->required();
+  c.push = app.add_subcommand(
+      "push", "store every valid entry on the remote tier (KJIT_REMOTE_CACHE, signed)");
+  c.pull = app.add_subcommand(
+      "pull", "verify every value of the remote tier that the cache lacks and write it to disk");
+  return c;
+}
+
+// prune's limits, or the exit code of a missing or malformed one (printed).
+struct PruneLimits {
+  std::optional<uint64_t> bytes;
+  std::optional<std::chrono::seconds> age;
+};
+
+std::optional<int> parse_prune_limits(const Args& a, PruneLimits* l) {
+  if (a.max_size.empty() && a.older_than.empty()) {
+    std::fprintf(stderr, "kjit-cache prune: give --max-size and/or --older-than\n");
+    return 2;
+  }
+  if (!a.max_size.empty() && !(l->bytes = kjit::tools::parse_size(a.max_size))) {
+    std::fprintf(stderr,
+                 "kjit-cache prune: --max-size '%s' is not a size (bytes, or with a K, M, G "
+                 "or T suffix)\n",
+                 printable(a.max_size).c_str());
+    return 2;
+  }
+  if (!a.older_than.empty() && !(l->age = kjit::tools::parse_duration(a.older_than))) {
+    std::fprintf(stderr,
+                 "kjit-cache prune: --older-than '%s' is not a duration (a number with s, m, "
+                 "h, d or w, of at most 100 years)\n",
+                 printable(a.older_than).c_str());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// Why this cache cannot serve the command (printed), as the exit code; nothing when it can.
+std::optional<int> cache_problem(kc::DiskCache& cache, const Commands& c) {
+  if (const std::string refused = kjit::tools::refused_text("kjit-cache", cache);
+      !refused.empty()) {
+    std::fprintf(stderr, "%s\n", printable(refused).c_str());
+    return 1;
+  }
+  // A folder that exists but cannot be read (a file, FIFO or device at its name or above it,
+  // no permission to search it) is no empty cache: say so rather than report "0 entries, 0 bad"
+  // about it (or export an empty archive from it).
+  if (!cache.usable()) {
+    std::fprintf(stderr, "kjit-cache: cache folder %s cannot be used: %s\n",
+                 printable(cache.dir()).c_str(), printable(cache.read_only_reason()).c_str());
+    return 1;
+  }
+  if ((c.push->parsed() || c.pull->parsed()) && !cache.remote()) {
+    std::fprintf(stderr,
+                 "kjit-cache %s: no remote tier: set KJIT_REMOTE_CACHE=redis://host:port "
+                 "and KJIT_REMOTE_CACHE_KEY or KJIT_REMOTE_CACHE_KEY_FILE\n",
+                 c.push->parsed() ? "push" : "pull");
+    return 2;
+  }
+  return std::nullopt;
+}
+
+int dispatch(kc::DiskCache& cache, const kc::Options& opts, const Commands& c, const Args& a,
+             const PruneLimits& limits) {
+  if (c.push->parsed()) return cmd_push(cache, *cache.remote());
+  if (c.pull->parsed())
+    return require_writable(cache, "pull") ? cmd_pull(cache, *cache.remote()) : 1;
+  if (c.stats->parsed()) return cmd_stats(cache, opts.max_bytes, a.json_out);
+  if (c.list->parsed()) return cmd_list(cache, a.json_out, a.full_keys);
+  if (c.verify->parsed()) return cmd_verify(cache, a.json_out);
+  if (c.prune->parsed()) return cmd_prune(cache, limits.bytes, limits.age);
+  if (c.clear->parsed()) return cmd_clear(cache);
+  if (c.exp->parsed()) return cmd_export(cache, a.file);
+  if (c.imp->parsed()) return cmd_import(cache, a.file);
+  return 2;
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
   CLI::App app{"kjit-cache: inspect and maintain a kjit disk cache"};
   app.require_subcommand(1);
   app.fallthrough();  // --cache-dir before or after the subcommand
-  std::string cache_dir;
-  app.add_option("--cache-dir", cache_dir,
+  Args a;
+  app.add_option("--cache-dir", a.cache_dir,
                  "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
                  "~/.cache/kjit)")
       ->check(kjit::tools::not_empty);
-
-  bool json_out = false, full_keys = false;
-  std::string max_size, older_than, file;
-
-  CLI::App* stats = app.add_subcommand("stats", "entries, size, cap, kinds and archs");
-  stats->add_flag("--json", json_out, "one JSON object");
-  CLI::App* list = app.add_subcommand("list", "one line per entry: key, kind, arch, size, age");
-  list->add_flag("--json", json_out, "a JSON array of entries (full keys, paths, metadata)");
-  list->add_flag("--full-keys", full_keys, "print the whole 64-digit key");
-  CLI::App* verify =
-      app.add_subcommand("verify", "check every entry's checksum; exit 1 if any is bad");
-  verify->add_flag("--json", json_out, "one JSON object");
-  CLI::App* prune = app.add_subcommand(
-      "prune", "remove least recently used entries down to a size and/or older than an age");
-  prune->add_option("--max-size", max_size, "keep at most this much: bytes or 512K, 64M, 2G");
-  prune->add_option("--older-than", older_than,
-                    "remove entries not used for this long: 90m, 12h, 30d, 2w (or seconds)");
-  CLI::App* clear = app.add_subcommand("clear", "remove every entry");
-  CLI::App* exp = app.add_subcommand("export", "write every valid entry into one archive file");
-  exp->add_option("FILE", file, "archive to write (replaced atomically)")->required();
-  CLI::App* imp = app.add_subcommand(
-      "import", "verify an archive, then publish its entries into the cache (atomically each)");
-  imp->add_option("FILE", file, "archive to read")->required();
-  CLI::App* push = app.add_subcommand(
-      "push", "store every valid entry on the remote tier (KJIT_REMOTE_CACHE, signed)");
-  CLI::App* pull = app.add_subcommand(
-      "pull", "verify every value of the remote tier that the cache lacks and write it to disk");
-
+  const Commands c = add_commands(app, a);
   if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
-
-  std::optional<uint64_t> target_bytes;
-  std::optional<std::chrono::seconds> max_age;
-  if (prune->parsed()) {
-    if (max_size.empty() && older_than.empty()) {
-      std::fprintf(stderr, "kjit-cache prune: give --max-size and/or --older-than\n");
-      return 2;
-    }
-    if (!max_size.empty() && !(target_bytes = kjit::tools::parse_size(max_size))) {
-      std::fprintf(stderr,
-                   "kjit-cache prune: --max-size '%s' is not a size (bytes, or with a K, M, G "
-                   "or T suffix)\n",
-                   printable(max_size).c_str());
-      return 2;
-    }
-    if (!older_than.empty() && !(max_age = kjit::tools::parse_duration(older_than))) {
-      std::fprintf(stderr,
-                   "kjit-cache prune: --older-than '%s' is not a duration (a number with s, m, "
-                   "h, d or w, of at most 100 years)\n",
-                   printable(older_than).c_str());
-      return 2;
-    }
-  }
-
-  const bool writes = prune->parsed() || clear->parsed() || imp->parsed() || pull->parsed();
-  const kc::Options opts =
-      kjit::tools::cache_options(cache_dir, writes ? kc::Mode::ReadWrite : kc::Mode::ReadOnly);
+  PruneLimits limits;
+  if (c.prune->parsed())
+    if (const auto rc = parse_prune_limits(a, &limits)) return *rc;
+  const kc::Options opts = kjit::tools::cache_options(
+      a.cache_dir, c.writes() ? kc::Mode::ReadWrite : kc::Mode::ReadOnly);
   try {
     kc::DiskCache cache(opts);
-    if (const std::string refused = kjit::tools::refused_text("kjit-cache", cache);
-        !refused.empty()) {
-      std::fprintf(stderr, "%s\n", printable(refused).c_str());
-      return 1;
-    }
-    // A folder that exists but cannot be read (a file, FIFO or device at its name or above it,
-    // no permission to search it) is no empty cache: say so rather than report "0 entries, 0 bad"
-    // about it (or export an empty archive from it).
-    if (!cache.usable()) {
-      std::fprintf(stderr, "kjit-cache: cache folder %s cannot be used: %s\n",
-                   printable(cache.dir()).c_str(), printable(cache.read_only_reason()).c_str());
-      return 1;
-    }
-    if ((push->parsed() || pull->parsed()) && !cache.remote()) {
-      std::fprintf(stderr,
-                   "kjit-cache %s: no remote tier: set KJIT_REMOTE_CACHE=redis://host:port "
-                   "and KJIT_REMOTE_CACHE_KEY or KJIT_REMOTE_CACHE_KEY_FILE\n",
-                   push->parsed() ? "push" : "pull");
-      return 2;
-    }
-    if (push->parsed()) return cmd_push(cache, *cache.remote());
-    if (pull->parsed())
-      return require_writable(cache, "pull") ? cmd_pull(cache, *cache.remote()) : 1;
-    if (stats->parsed()) return cmd_stats(cache, opts.max_bytes, json_out);
-    if (list->parsed()) return cmd_list(cache, json_out, full_keys);
-    if (verify->parsed()) return cmd_verify(cache, json_out);
-    if (prune->parsed()) {
-      if (!require_writable(cache, "prune")) return 1;
-      const uint64_t before = cache.total_bytes();
-      const uint64_t n = cache.prune(target_bytes, max_age);
-      const uint64_t after = cache.total_bytes();
-      std::printf("pruned %llu entries from %s: %s -> %s\n", static_cast<unsigned long long>(n),
-                  printable(cache.dir()).c_str(), format_bytes(before).c_str(),
-                  format_bytes(after).c_str());
-      return 0;
-    }
-    if (clear->parsed()) {
-      if (!require_writable(cache, "clear")) return 1;
-      const uint64_t n = cache.clear();
-      std::printf("removed %llu entries from %s\n", static_cast<unsigned long long>(n),
-                  printable(cache.dir()).c_str());
-      return 0;
-    }
-    if (exp->parsed()) {
-      // The archive is written beside FILE and renamed over it: that would replace a pipe, a
-      // device or a symlink's target link with a plain file instead of writing into it.
-      struct stat st;
-      if (::lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        std::fprintf(stderr, "kjit-cache export: %s exists and is not a regular file\n",
-                     printable(file).c_str());
-        return 2;
-      }
-      const uint64_t n = cache.export_to(file);
-      std::printf("exported %llu entries from %s to %s\n", static_cast<unsigned long long>(n),
-                  printable(cache.dir()).c_str(), printable(file).c_str());
-      return 0;
-    }
-    if (imp->parsed()) {
-      if (!require_writable(cache, "import")) return 1;
-      const uint64_t oversized = cache.stats().oversized;
-      const uint64_t n = cache.import_from(file);
-      const uint64_t skipped = cache.stats().oversized - oversized;
-      std::printf("imported %llu entries from %s into %s", static_cast<unsigned long long>(n),
-                  printable(file).c_str(), printable(cache.dir()).c_str());
-      if (skipped)
-        std::printf(" (%llu skipped: over half the size cap)",
-                    static_cast<unsigned long long>(skipped));
-      std::printf("\n");
-      return 0;
-    }
+    if (const auto rc = cache_problem(cache, c)) return *rc;
+    return dispatch(cache, opts, c, a, limits);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kjit-cache: %s\n", printable(e.what()).c_str());
     return 1;
   }
-  return 2;
 }
 
 int main(int argc, char** argv) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -220,289 +221,319 @@ Target default_target(std::string* note) {
   return Target::for_arch("sm_90");
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{
-      "kjit-precompile: compile the kernels of a list of problems into the kjit disk cache, "
-      "ahead of time and without a GPU.\nWith no manifest and no --problem, the embedded default "
-      "manifest (the seed workloads) is used."};
+struct Options {
   std::vector<std::string> manifests, problem_args, arch_args, bundle_args;
   std::string cache_dir, templates_dir;
-  unsigned jobs_n = std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   int sm_count = 0;
   bool all_candidates = false, unaligned = false, json_out = false, quiet = false;
   bool dry_run = false, print_manifest = false, list_ops = false, remote = false;
-  app.add_option("manifest", manifests,
+};
+
+// What to compile and for which targets.
+void add_inputs(CLI::App& app, Options& o) {
+  app.add_option("manifest", o.manifests,
                  "JSON manifest file(s): {\"problems\": [...], \"archs\": [...]}; - reads stdin");
-  app.add_option("-p,--problem", problem_args,
+  app.add_option("-p,--problem", o.problem_args,
                  "a problem: JSON object, or short form e.g. "
                  "'group_norm f32 nchw 8x256x24x24 g=32 silu' (repeatable)")
       ->allow_extra_args(false);
-  app.add_option("-a,--arch", arch_args,
+  app.add_option("-a,--arch", o.arch_args,
                  "target arch(s): sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, compute_90, ... "
                  "(repeatable or comma-separated; default: the manifest's \"archs\", else the "
                  "current GPU, else sm_90)")
       ->allow_extra_args(false);
-  app.add_option("--cache-dir", cache_dir,
+  app.add_option("--cache-dir", o.cache_dir,
                  "cache folder (default: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else "
                  "~/.cache/kjit)")
       ->check(kjit::tools::not_empty);
-  app.add_option("--templates", templates_dir,
+  app.add_option("--templates", o.templates_dir,
                  "a folder with the app's template headers under their registered names, for "
                  "kernel entries whose recording has no bundle (<manifest>.d)")
       ->check(kjit::tools::not_empty);
-  app.add_option("--bundle", bundle_args,
+  app.add_option("--bundle", o.bundle_args,
                  "a recording's bundle folder (content-addressed header copies), besides each "
                  "manifest's own <manifest>.d (repeatable)")
       ->allow_extra_args(false)
       ->check(kjit::tools::not_empty)
       ->check(CLI::ExistingDirectory);  // a mistyped one would leave its headers "in no bundle"
-  app.add_option("-j,--jobs", jobs_n, "parallel compiles (default: the number of CPUs)")
+  app.add_option("-j,--jobs", o.jobs, "parallel compiles (default: the number of CPUs)")
       ->check(CLI::Range(1u, 1024u));
-  app.add_option("--sm-count", sm_count,
+  app.add_option("--sm-count", o.sm_count,
                  "SMs of the target devices, for every -a arch without its own ':N' (default: "
                  "the local GPU's when it is the target, else 132 as on H100/H200 SXM)")
       ->check(CLI::Range(1, kjit::tools::kMaxSmCount));
+}
+
+// How much to compile, and what to do instead of compiling.
+void add_modes(CLI::App& app, Options& o) {
   app.add_flag(
-      "--all-candidates", all_candidates,
+      "--all-candidates", o.all_candidates,
       "also compile every autotune candidate (so KJIT_AUTOTUNE=1 compiles nothing either)");
-  app.add_flag("--unaligned", unaligned,
+  app.add_flag("--unaligned", o.unaligned,
                "also compile the variants for pointers that are not 16-byte aligned (default: "
                "16-byte aligned pointers only, which is what cudaMalloc/torch give)");
-  app.add_flag("--json", json_out, "print one JSON summary object on stdout, nothing else");
-  app.add_flag("-q,--quiet", quiet, "no per-kernel lines, only errors and the summary");
-  app.add_flag("-n,--dry-run", dry_run,
+  app.add_flag("--json", o.json_out, "print one JSON summary object on stdout, nothing else");
+  app.add_flag("-q,--quiet", o.quiet, "no per-kernel lines, only errors and the summary");
+  app.add_flag("-n,--dry-run", o.dry_run,
                "list the kernels and whether the cache has them; compile nothing");
-  app.add_flag("--remote", remote,
+  app.add_flag("--remote", o.remote,
                "also store every kernel, signed, on the remote tier (KJIT_REMOTE_CACHE, "
                "KJIT_REMOTE_CACHE_KEY): fills a fleet's cache; a kernel not stored there fails");
-  app.add_flag("--print-manifest", print_manifest,
+  app.add_flag("--print-manifest", o.print_manifest,
                "print the problems that would be precompiled (as a manifest) and exit");
-  app.add_flag("--list-ops", list_ops, "print the ops a manifest may name and exit");
-  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
-  arch_args = kjit::tools::split_commas(arch_args);
-  // -a sm_90,sm_90: one target, and one entry in --print-manifest's "archs".
-  for (size_t i = arch_args.size(); i-- > 0;)
-    if (std::find(arch_args.begin(), arch_args.begin() + static_cast<long>(i), arch_args[i]) !=
-        arch_args.begin() + static_cast<long>(i))
-      arch_args.erase(arch_args.begin() + static_cast<long>(i));
+  app.add_flag("--list-ops", o.list_ops, "print the ops a manifest may name and exit");
+}
 
-  if (list_ops) {
-    for (const std::string& name : kjit::op::registered_ops()) std::printf("%s\n", name.c_str());
-    return 0;
-  }
+// -a sm_90,sm_90: one target, and one entry in --print-manifest's "archs".
+std::vector<std::string> distinct_archs(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : kjit::tools::split_commas(args))
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  return out;
+}
 
-  // ---- problems ----
+struct Problems {
   std::vector<ProblemEntry> entries;
   std::vector<std::string> manifest_archs;
   std::vector<EntryFailure> failures;
-  try {
-    std::vector<kjit::tools::Manifest> ms;
-    for (const auto& path : manifests) ms.push_back(kjit::tools::load_manifest_file(path));
-    if (manifests.empty() && problem_args.empty()) ms.push_back(kjit::tools::default_manifest());
-    for (auto& m : ms) {
-      entries.insert(entries.end(), m.problems.begin(), m.problems.end());
-      for (const auto& a : m.archs)
-        if (std::find(manifest_archs.begin(), manifest_archs.end(), a) == manifest_archs.end())
-          manifest_archs.push_back(a);
-    }
-  } catch (const kjit::tools::ManifestError& e) {
-    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
-    return 2;
-  }
   size_t bad_problem_args = 0;  // --problem values that did not parse (not in `entries`)
-  for (size_t i = 0; i < problem_args.size(); ++i) {
+  size_t reported = 0;          // failures already printed
+};
+
+void report(const EntryFailure& f) {
+  const std::string field = f.field.empty() ? "" : ": field '" + f.field + "'";
+  std::fprintf(stderr, "kjit-precompile: error: %s: %s\n", printable(f.entry + field).c_str(),
+               printable(f.message).c_str());
+}
+
+void report_new(Problems& ps) {
+  for (; ps.reported < ps.failures.size(); ++ps.reported) report(ps.failures[ps.reported]);
+}
+
+// The manifests' problems (or the default manifest's) and archs. Throws ManifestError.
+void load_manifests(const Options& o, Problems* ps) {
+  std::vector<kjit::tools::Manifest> ms;
+  for (const auto& path : o.manifests) ms.push_back(kjit::tools::load_manifest_file(path));
+  if (o.manifests.empty() && o.problem_args.empty()) ms.push_back(kjit::tools::default_manifest());
+  for (auto& m : ms) {
+    ps->entries.insert(ps->entries.end(), m.problems.begin(), m.problems.end());
+    for (const auto& a : m.archs)
+      if (std::find(ps->manifest_archs.begin(), ps->manifest_archs.end(), a) ==
+          ps->manifest_archs.end())
+        ps->manifest_archs.push_back(a);
+  }
+}
+
+// The --problem values; one that does not parse fails alone.
+void load_problem_args(const Options& o, Problems* ps) {
+  for (size_t i = 0; i < o.problem_args.size(); ++i) {
     ProblemEntry pe{"--problem", i, json(), 0, ""};
     try {
-      pe.problem = kjit::tools::parse_problem_arg(problem_args[i]);
+      pe.problem = kjit::tools::parse_problem_arg(o.problem_args[i]);
     } catch (const EntryError& e) {
-      failures.push_back({pe.name(), i, pe.source, e.field(), e.what()});
-      ++bad_problem_args;
+      ps->failures.push_back({pe.name(), i, pe.source, e.field(), e.what()});
+      ++ps->bad_problem_args;
       continue;
     } catch (const std::exception& e) {  // not expected: a bad value must fail this problem alone
-      failures.push_back({pe.name(), i, pe.source, "", e.what()});
-      ++bad_problem_args;
+      ps->failures.push_back({pe.name(), i, pe.source, "", e.what()});
+      ++ps->bad_problem_args;
       continue;
     }
-    entries.push_back(std::move(pe));
+    ps->entries.push_back(std::move(pe));
   }
+}
 
-  auto report = [](const EntryFailure& f) {
-    const std::string field = f.field.empty() ? "" : ": field '" + f.field + "'";
-    std::fprintf(stderr, "kjit-precompile: error: %s: %s\n", printable(f.entry + field).c_str(),
-                 printable(f.message).c_str());
-  };
-  size_t reported = 0;  // --problem values that did not parse are reported here
-  for (; reported < failures.size(); ++reported) report(failures[reported]);
-
-  // ---- targets ----
+// -a (else the manifests' archs, else the current device or sm_90), --sm-count applied to those
+// without their own ':N'. Throws kjit::Error for a bad arch.
+std::vector<Target> targets_of(const Options& o, const Problems& ps, std::string* note) {
   std::vector<Target> targets;
-  std::string target_note;
-  try {
-    const auto& names = !arch_args.empty() ? arch_args : manifest_archs;
-    for (const auto& a : names) {
-      Target t = kjit::tools::parse_target(a);
-      // --sm-count is for the archs without their own ':N' (an explicit one wins).
-      if (sm_count > 0 && a.find(':') == std::string::npos) t.sm_count = sm_count;
-      if (std::none_of(targets.begin(), targets.end(), [&](const Target& o) {
-            return o.arch == t.arch && o.sm_count == t.sm_count;
-          }))
-        targets.push_back(t);
-    }
-    if (targets.empty()) {
-      targets.push_back(default_target(&target_note));
-      if (sm_count > 0) targets.back().sm_count = sm_count;
-    }
-  } catch (const kjit::Error& e) {
-    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
-    return 2;
+  for (const auto& a : !o.arch_args.empty() ? o.arch_args : ps.manifest_archs) {
+    Target t = kjit::tools::parse_target(a);
+    if (o.sm_count > 0 && a.find(':') == std::string::npos) t.sm_count = o.sm_count;
+    if (std::none_of(targets.begin(), targets.end(), [&](const Target& other) {
+          return other.arch == t.arch && other.sm_count == t.sm_count;
+        }))
+      targets.push_back(t);
   }
+  if (targets.empty()) {
+    targets.push_back(default_target(note));
+    if (o.sm_count > 0) targets.back().sm_count = o.sm_count;
+  }
+  return targets;
+}
 
-  // ---- cache (made here: kernel entries register their headers in its compilers) ----
-  const kjit::cache::Mode mode =
-      dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite;
-  kjit::Compiler compiler(kjit::tools::cache_options(cache_dir, mode));
-  std::vector<std::string> bundles = bundle_args;  // and each manifest file's own, <path>.d
-  for (const auto& path : manifests)
-    if (path != "-") bundles.push_back(path + ".d");
-  kjit::tools::HeaderSource headers(bundles, templates_dir);
-  kjit::tools::KernelCompilers kernel_compilers(compiler, [&] {
-    return std::make_unique<kjit::Compiler>(kjit::tools::cache_options(cache_dir, mode));
-  });
-
-  // ---- jobs: distinct (specialization, arch), op problems in manifest order, then kernels ----
-  std::vector<Job> jobs;
-  std::map<std::string, size_t> job_index;
-  std::vector<const json*> passed;  // the problems whose entries gave no failure
-  auto add_job = [&](kjit::Spec s, const Target& t, kjit::Compiler* c, const ProblemEntry& pe) {
+// The distinct (specialization, arch, compiler) jobs, each with the entries that need it.
+class JobList {
+ public:
+  void add(kjit::Spec s, const Target& t, kjit::Compiler* c, const ProblemEntry& pe) {
     const std::string id = t.arch + "|" + std::to_string(reinterpret_cast<uintptr_t>(c)) + "|" +
                            s.header() + "|" + s.instantiation();
-    auto [it, fresh] = job_index.emplace(id, jobs.size());
+    auto [it, fresh] = index_.emplace(id, jobs.size());
     if (fresh) jobs.emplace_back(std::move(s), t, c);
     Job& j = jobs[it->second];
     if (j.entry_set.insert(pe.name()).second) j.entries.push_back(pe.name());
-  };
+  }
+  std::vector<Job> jobs;
+
+ private:
+  std::map<std::string, size_t> index_;
+};
+
+// Where the jobs' kernels come from: the shared compiler for op problems, and for kernel entries
+// the compilers that hold their recorded headers.
+struct Compilers {
+  Compilers(const Options& o, kjit::cache::Mode mode)
+      : main(kjit::tools::cache_options(o.cache_dir, mode)),
+        headers(bundles_of(o), o.templates_dir),
+        kernels(main, [&o, mode] {
+          return std::make_unique<kjit::Compiler>(kjit::tools::cache_options(o.cache_dir, mode));
+        }) {}
+  // --bundle folders and each manifest file's own, <path>.d
+  static std::vector<std::string> bundles_of(const Options& o) {
+    std::vector<std::string> b = o.bundle_args;
+    for (const auto& path : o.manifests)
+      if (path != "-") b.push_back(path + ".d");
+    return b;
+  }
+  kjit::Compiler main;
+  kjit::tools::HeaderSource headers;
+  kjit::tools::KernelCompilers kernels;
+};
+
+// Jobs of every entry in manifest order, op problems first, then kernel entries (whose closures
+// are checked once every kernel entry is placed: a header registered for a later entry may be
+// one that an earlier entry's header includes). Returns the problems whose entries gave no
+// failure; failures go to ps.
+std::vector<const json*> plan_jobs(const Options& o, const std::vector<Target>& targets,
+                                   Compilers& cs, Problems& ps, JobList* jobs) {
   struct Placed {
     const ProblemEntry* pe;
     kjit::tools::KernelEntry entry;
     kjit::Compiler* compiler;
   };
   std::vector<Placed> kernels;
-  for (const auto& pe : entries) {
+  std::vector<const json*> passed;
+  auto fail = [&](const ProblemEntry& pe, const std::string& field, const char* what) {
+    ps.failures.push_back({pe.name(), pe.index, pe.source, field, what});
+  };
+  for (const auto& pe : ps.entries) {
     try {
       if (!pe.error.empty()) throw EntryError("", pe.error);
       if (kjit::tools::is_kernel_entry(pe.problem)) {
         kjit::tools::KernelEntry e = kjit::tools::parse_kernel_entry(pe.problem);
-        kjit::Compiler& c = kernel_compilers.place(e, headers);
+        kjit::Compiler& c = cs.kernels.place(e, cs.headers);
         kernels.push_back(Placed{&pe, std::move(e), &c});
         continue;
       }
       for (const Target& t : targets) {
         kjit::tools::OpContext ctx;
         ctx.target = t;
-        ctx.unaligned = unaligned;
-        ctx.all_candidates = all_candidates;
+        ctx.unaligned = o.unaligned;
+        ctx.all_candidates = o.all_candidates;
         kjit::tools::OpSpecs os = kjit::tools::problem_specs(pe.problem, ctx);
-        for (kjit::Spec& s : os.specs) add_job(std::move(s), t, &compiler, pe);
+        for (kjit::Spec& s : os.specs) jobs->add(std::move(s), t, &cs.main, pe);
       }
       passed.push_back(&pe.problem);
     } catch (const EntryError& e) {
       // Fields are checked before the target matters: one error per entry, whatever the archs.
-      failures.push_back({pe.name(), pe.index, pe.source, e.field(), e.what()});
+      fail(pe, e.field(), e.what());
     } catch (const std::exception& e) {
-      failures.push_back({pe.name(), pe.index, pe.source, "", e.what()});
+      fail(pe, "", e.what());
     }
   }
-  // Closures are checked once every kernel entry is placed: a header registered for a later
-  // entry may be one that an earlier entry's header includes.
   for (Placed& k : kernels) {
     try {
       kjit::tools::KernelCompilers::check_closure(*k.compiler, k.entry);
-      for (const Target& t : targets) add_job(k.entry.spec, t, k.compiler, *k.pe);
+      for (const Target& t : targets) jobs->add(k.entry.spec, t, k.compiler, *k.pe);
       passed.push_back(&k.pe->problem);
     } catch (const EntryError& e) {
-      failures.push_back({k.pe->name(), k.pe->index, k.pe->source, e.field(), e.what()});
+      fail(*k.pe, e.field(), e.what());
     } catch (const std::exception& e) {
-      failures.push_back({k.pe->name(), k.pe->index, k.pe->source, "", e.what()});
+      fail(*k.pe, "", e.what());
     }
   }
-  for (size_t i = reported; i < failures.size(); ++i) report(failures[i]);
+  return passed;
+}
 
-  if (print_manifest) {  // the entries that passed the checks above (the bad ones are reported)
-    json m;
-    m["problems"] = json::array();
-    for (const json* problem : passed) m["problems"].push_back(*problem);
-    if (!manifest_archs.empty() || !arch_args.empty())
-      m["archs"] = arch_args.empty() ? manifest_archs : arch_args;
-    std::printf("%s\n", kjit::tools::json_text(m).c_str());
-    return failures.empty() ? 0 : 1;
-  }
+// --print-manifest: the entries that passed the checks (the bad ones are reported).
+int print_manifest(const Options& o, const Problems& ps, const std::vector<const json*>& passed) {
+  json m;
+  m["problems"] = json::array();
+  for (const json* problem : passed) m["problems"].push_back(*problem);
+  if (!ps.manifest_archs.empty() || !o.arch_args.empty())
+    m["archs"] = o.arch_args.empty() ? ps.manifest_archs : o.arch_args;
+  std::printf("%s\n", kjit::tools::json_text(m).c_str());
+  return ps.failures.empty() ? 0 : 1;
+}
 
-  if (const std::string refused =
-          kjit::tools::refused_text("kjit-precompile", compiler.disk_cache());
+// Why the cache cannot take this run (printed), as the exit code; nothing when it can.
+std::optional<int> cache_problem(const Options& o, kjit::Compiler& compiler) {
+  kjit::cache::DiskCache& disk = compiler.disk_cache();
+  if (const std::string refused = kjit::tools::refused_text("kjit-precompile", disk);
       !refused.empty()) {
     std::fprintf(stderr, "%s\n", printable(refused).c_str());
     return 1;
   }
-  if (!dry_run && compiler.disk_cache().mode() != kjit::cache::Mode::ReadWrite) {
+  if (!o.dry_run && disk.mode() != kjit::cache::Mode::ReadWrite) {
     std::fprintf(stderr, "%s\n",
-                 printable(kjit::tools::not_writable_text("kjit-precompile", compiler.disk_cache()))
-                     .c_str());
+                 printable(kjit::tools::not_writable_text("kjit-precompile", disk)).c_str());
     return 2;
   }
-  if (remote && !compiler.disk_cache().remote()) {
+  if (o.remote && !disk.remote()) {
     std::fprintf(
         stderr,
         "kjit-precompile --remote: no remote tier: set KJIT_REMOTE_CACHE=redis://host:port "
         "and KJIT_REMOTE_CACHE_KEY or KJIT_REMOTE_CACHE_KEY_FILE\n");
     return 2;
   }
-  for (Job& j : jobs) j.remote = remote;
-  std::string arch_list;
-  for (const auto& t : targets) arch_list += (arch_list.empty() ? "" : ",") + t.arch;
+  return std::nullopt;
+}
 
-  if (dry_run) {
-    size_t present = 0;
-    json out = json::array();
-    for (Job& j : jobs) {
-      const kjit::cache::Key key = j.compiler->key(j.spec, j.target.arch);
-      const bool have = j.compiler->disk_cache().get(key).has_value();
-      present += have;
-      if (json_out) {
-        out.push_back({{"instantiation", j.spec.instantiation()},
-                       {"header", j.spec.header()},
-                       {"arch", j.target.arch},
-                       {"key", key.hex()},
-                       {"cached", have},
-                       {"entries", j.entries}});
-      } else {
-        std::printf("%-7s %-8s %s\n", have ? "cached" : "missing", printable(j.target.arch).c_str(),
-                    printable(j.spec.instantiation()).c_str());
-      }
+std::string arch_list(const std::vector<Target>& targets) {
+  std::string out;
+  for (const auto& t : targets) out += (out.empty() ? "" : ",") + t.arch;
+  return out;
+}
+
+// --dry-run: each kernel and whether the cache has it.
+int dry_run(const Options& o, const std::vector<Target>& targets, kjit::Compiler& compiler,
+            std::vector<Job>& jobs, const Problems& ps) {
+  size_t present = 0;
+  json out = json::array();
+  for (Job& j : jobs) {
+    const kjit::cache::Key key = j.compiler->key(j.spec, j.target.arch);
+    const bool have = j.compiler->disk_cache().get(key).has_value();
+    present += have;
+    if (o.json_out) {
+      out.push_back({{"instantiation", j.spec.instantiation()},
+                     {"header", j.spec.header()},
+                     {"arch", j.target.arch},
+                     {"key", key.hex()},
+                     {"cached", have},
+                     {"entries", j.entries}});
+    } else {
+      std::printf("%-7s %-8s %s\n", have ? "cached" : "missing", printable(j.target.arch).c_str(),
+                  printable(j.spec.instantiation()).c_str());
     }
-    if (json_out)
-      std::printf("%s\n", kjit::tools::json_text(json{{"kernels", out},
-                                                      {"total", jobs.size()},
-                                                      {"cached", present},
-                                                      {"missing", jobs.size() - present},
-                                                      {"bad_entries", failures.size()}})
-                              .c_str());
-    else
-      std::printf("%zu kernels for %s: %zu cached, %zu missing (dry run, %s)\n", jobs.size(),
-                  printable(arch_list).c_str(), present, jobs.size() - present,
-                  printable(compiler.disk_cache().dir()).c_str());
-    return failures.empty() ? 0 : 1;
   }
+  if (o.json_out)
+    std::printf("%s\n", kjit::tools::json_text(json{{"kernels", out},
+                                                    {"total", jobs.size()},
+                                                    {"cached", present},
+                                                    {"missing", jobs.size() - present},
+                                                    {"bad_entries", ps.failures.size()}})
+                            .c_str());
+  else
+    std::printf("%zu kernels for %s: %zu cached, %zu missing (dry run, %s)\n", jobs.size(),
+                printable(arch_list(targets)).c_str(), present, jobs.size() - present,
+                printable(compiler.disk_cache().dir()).c_str());
+  return ps.failures.empty() ? 0 : 1;
+}
 
-  // ---- compile ----
-  if (!json_out && !quiet)
-    std::printf("kjit-precompile: %zu problem(s), %zu kernel(s) for %s%s%s%s into %s (-j%u)\n",
-                entries.size(), jobs.size(), printable(arch_list).c_str(),
-                target_note.empty() ? "" : " (", printable(target_note).c_str(),
-                target_note.empty() ? "" : ")", printable(compiler.disk_cache().dir()).c_str(),
-                jobs_n);
-  std::fflush(stdout);
+// Every job, by `threads` workers taking the next one in turn. Returns the seconds taken.
+double compile_all(std::vector<Job>& jobs, unsigned threads, Reporter& reporter) {
   const auto t0 = Clock::now();
-  Reporter reporter(jobs.size(), json_out, quiet);
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
@@ -510,80 +541,164 @@ int run(int argc, char** argv) {
       reporter.done(jobs[i]);
     }
   };
-  const unsigned nthreads = static_cast<unsigned>(std::min<size_t>(jobs_n, jobs.size()));
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < nthreads; ++t) threads.emplace_back(worker);
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
-  for (auto& t : threads) t.join();
+  for (auto& t : pool) t.join();
   reporter.finish();
-  const double secs = seconds_since(t0);
+  return seconds_since(t0);
+}
 
-  const size_t compiled = reporter.compiled(), cached = reporter.cached();
-  const size_t failed_kernels = reporter.failed(), failed = failed_kernels + failures.size();
-  double nvrtc_ms = compiler.stats().nvrtc_ms;  // the kernel entries' compilers' too
+// What a run did, for the summary.
+struct Totals {
+  size_t compiled = 0, cached = 0, failed_kernels = 0, failed = 0;
+  double seconds = 0, nvrtc_ms = 0, rate = 0;
+  unsigned threads = 0;
+};
+
+json json_errors(const std::vector<Job>& jobs, const Problems& ps) {
+  json errors = json::array();
+  for (const auto& f : ps.failures)
+    errors.push_back({{"entry", f.entry},
+                      {"source", f.source},
+                      {"index", f.index},
+                      {"field", f.field},
+                      {"message", f.message}});
+  for (const Job& j : jobs)
+    if (j.status == Status::Failed)
+      errors.push_back({{"entry", j.entries[0]},
+                        {"arch", j.target.arch},
+                        {"instantiation", j.spec.instantiation()},
+                        {"message", j.error}});
+  return errors;
+}
+
+json json_kernels(const std::vector<Job>& jobs) {
+  json kernels = json::array();
+  for (const Job& j : jobs) {
+    json k = {{"instantiation", j.spec.instantiation()},
+              {"header", j.spec.header()},
+              {"arch", j.target.arch},
+              {"status", status_name(j.status)},
+              {"ms", j.ms},
+              {"bytes", j.bytes},
+              {"key", j.key_hex},
+              {"entries", j.entries}};
+    if (j.status == Status::Failed) k["error"] = j.error;
+    kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
+
+void print_json_summary(const Totals& n, const std::vector<Job>& jobs, const Problems& ps,
+                        const std::vector<Target>& targets, kjit::Compiler& compiler) {
+  json out;
+  out["compiled"] = n.compiled;
+  out["cached"] = n.cached;
+  out["failed"] = n.failed;
+  out["failed_kernels"] = n.failed_kernels;
+  out["bad_entries"] = ps.failures.size();
+  out["total"] = jobs.size();
+  out["problems"] = ps.entries.size() + ps.bad_problem_args;
+  out["seconds"] = n.seconds;
+  out["kernels_per_second"] = n.rate;
+  out["nvrtc_ms"] = n.nvrtc_ms;
+  out["jobs"] = n.threads;
+  out["archs"] = json::array();
+  for (const auto& t : targets) out["archs"].push_back(t.arch);
+  out["cache_dir"] = compiler.disk_cache().dir();
+  if (compiler.disk_cache().remote()) out["remote"] = compiler.disk_cache().remote()->where();
+  out["nvrtc_version"] = kjit::Compiler::nvrtc_version();
+  out["errors"] = json_errors(jobs, ps);
+  out["kernels"] = json_kernels(jobs);
+  std::printf("%s\n", kjit::tools::json_text(out).c_str());
+}
+
+void print_text_summary(const Options& o, const Totals& n, const Problems& ps,
+                        kjit::Compiler& compiler) {
+  std::printf("kjit-precompile: %zu compiled, %zu cached, %zu failed in %.2f s (%.1f kernels/s",
+              n.compiled, n.cached, n.failed, n.seconds, n.rate);
+  if (o.remote)
+    std::printf("; every kernel not failed is on %s",
+                printable(compiler.disk_cache().remote()->where()).c_str());
+  if (!ps.failures.empty()) std::printf("; %zu bad manifest entries", ps.failures.size());
+  std::printf(")\n");
+}
+
+// Compiles the jobs and prints the summary; the exit code.
+int compile_and_report(const Options& o, const std::vector<Target>& targets,
+                       const std::string& target_note, kjit::Compiler& compiler,
+                       std::vector<Job>& jobs, const Problems& ps) {
+  for (Job& j : jobs) j.remote = o.remote;
+  if (!o.json_out && !o.quiet)
+    std::printf("kjit-precompile: %zu problem(s), %zu kernel(s) for %s%s%s%s into %s (-j%u)\n",
+                ps.entries.size(), jobs.size(), printable(arch_list(targets)).c_str(),
+                target_note.empty() ? "" : " (", printable(target_note).c_str(),
+                target_note.empty() ? "" : ")", printable(compiler.disk_cache().dir()).c_str(),
+                o.jobs);
+  std::fflush(stdout);
+  Reporter reporter(jobs.size(), o.json_out, o.quiet);
+  Totals n;
+  n.threads = static_cast<unsigned>(std::min<size_t>(o.jobs, jobs.size()));
+  n.seconds = compile_all(jobs, n.threads, reporter);
+  n.compiled = reporter.compiled();
+  n.cached = reporter.cached();
+  n.failed_kernels = reporter.failed();
+  n.failed = n.failed_kernels + ps.failures.size();
+  n.nvrtc_ms = compiler.stats().nvrtc_ms;  // the kernel entries' compilers' too
   std::set<kjit::Compiler*> others;
   for (const Job& j : jobs)
     if (j.compiler != &compiler && others.insert(j.compiler).second)
-      nvrtc_ms += j.compiler->stats().nvrtc_ms;
-  const double rate = secs > 0 ? static_cast<double>(compiled) / secs : 0.0;
-
-  if (json_out) {
-    json out;
-    out["compiled"] = compiled;
-    out["cached"] = cached;
-    out["failed"] = failed;
-    out["failed_kernels"] = failed_kernels;
-    out["bad_entries"] = failures.size();
-    out["total"] = jobs.size();
-    out["problems"] = entries.size() + bad_problem_args;
-    out["seconds"] = secs;
-    out["kernels_per_second"] = rate;
-    out["nvrtc_ms"] = nvrtc_ms;
-    out["jobs"] = nthreads;
-    out["archs"] = json::array();
-    for (const auto& t : targets) out["archs"].push_back(t.arch);
-    out["cache_dir"] = compiler.disk_cache().dir();
-    if (compiler.disk_cache().remote()) out["remote"] = compiler.disk_cache().remote()->where();
-    out["nvrtc_version"] = kjit::Compiler::nvrtc_version();
-    json errors = json::array();
-    for (const auto& f : failures)
-      errors.push_back({{"entry", f.entry},
-                        {"source", f.source},
-                        {"index", f.index},
-                        {"field", f.field},
-                        {"message", f.message}});
-    json kernels = json::array();
-    for (const Job& j : jobs) {
-      json k = {{"instantiation", j.spec.instantiation()},
-                {"header", j.spec.header()},
-                {"arch", j.target.arch},
-                {"status", status_name(j.status)},
-                {"ms", j.ms},
-                {"bytes", j.bytes},
-                {"key", j.key_hex},
-                {"entries", j.entries}};
-      if (j.status == Status::Failed) {
-        k["error"] = j.error;
-        errors.push_back({{"entry", j.entries[0]},
-                          {"arch", j.target.arch},
-                          {"instantiation", j.spec.instantiation()},
-                          {"message", j.error}});
-      }
-      kernels.push_back(std::move(k));
-    }
-    out["errors"] = std::move(errors);
-    out["kernels"] = std::move(kernels);
-    std::printf("%s\n", kjit::tools::json_text(out).c_str());
+      n.nvrtc_ms += j.compiler->stats().nvrtc_ms;
+  n.rate = n.seconds > 0 ? static_cast<double>(n.compiled) / n.seconds : 0.0;
+  if (o.json_out) {
+    print_json_summary(n, jobs, ps, targets, compiler);
   } else {
-    std::printf("kjit-precompile: %zu compiled, %zu cached, %zu failed in %.2f s (%.1f kernels/s",
-                compiled, cached, failed, secs, rate);
-    if (remote)
-      std::printf("; every kernel not failed is on %s",
-                  printable(compiler.disk_cache().remote()->where()).c_str());
-    if (!failures.empty()) std::printf("; %zu bad manifest entries", failures.size());
-    std::printf(")\n");
+    print_text_summary(o, n, ps, compiler);
   }
-  return failed == 0 ? 0 : 1;
+  return n.failed == 0 ? 0 : 1;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "kjit-precompile: compile the kernels of a list of problems into the kjit disk cache, "
+      "ahead of time and without a GPU.\nWith no manifest and no --problem, the embedded default "
+      "manifest (the seed workloads) is used."};
+  Options o;
+  add_inputs(app, o);
+  add_modes(app, o);
+  if (const auto rc = kjit::tools::parse_args(app, argc, argv)) return *rc;
+  o.arch_args = distinct_archs(o.arch_args);
+  if (o.list_ops) {
+    for (const std::string& name : kjit::op::registered_ops()) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+  Problems ps;
+  try {
+    load_manifests(o, &ps);
+  } catch (const kjit::tools::ManifestError& e) {
+    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
+    return 2;
+  }
+  load_problem_args(o, &ps);
+  report_new(ps);
+  std::vector<Target> targets;
+  std::string target_note;
+  try {
+    targets = targets_of(o, ps, &target_note);
+  } catch (const kjit::Error& e) {
+    std::fprintf(stderr, "kjit-precompile: %s\n", printable(e.what()).c_str());
+    return 2;
+  }
+  // The cache is made here: kernel entries register their headers in its compilers.
+  Compilers cs(o, o.dry_run ? kjit::cache::Mode::ReadOnly : kjit::cache::Mode::ReadWrite);
+  JobList jobs;
+  const std::vector<const json*> passed = plan_jobs(o, targets, cs, ps, &jobs);
+  report_new(ps);
+  if (o.print_manifest) return print_manifest(o, ps, passed);
+  if (const auto rc = cache_problem(o, cs.main)) return *rc;
+  if (o.dry_run) return dry_run(o, targets, cs.main, jobs.jobs, ps);
+  return compile_and_report(o, targets, target_note, cs.main, jobs.jobs, ps);
 }
 
 }  // namespace
