@@ -453,8 +453,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     }
   }
 
-  // Streaming: fn(vi, values) for this thread's vectors of the CTA's run (the first pass) or of
-  // this replica's share of it (the second), kIters loads in flight at a time. The first pass
+  // Streaming: fn(vi, values, w, b) for this thread's vectors of the CTA's run (the first pass)
+  // or of this replica's share of it (the second), `batch` loads in flight at a time (kIters;
+  // kIters / 2 in a second pass that loads the parameters with them, below). The first pass
   // reads x (+ r, whose rounded sum it writes over the share); the second reads the values to
   // normalize back (sum, or x). With replicas the second pass maps vectors to other threads than
   // the first did, so a CTA barrier sits between them (team_sum's is none on one warp).
