@@ -266,18 +266,21 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   // subtraction leaves (it loses at most log2(kCluster) + 1 bits of it, whatever the row), and
   // e / n carries its rounding relative to mean - r, not to the mean (rows far from zero).
   // A NaN or inf in the row makes a CTA's M2 NaN, so M2 is NaN; a squared deviation past the
-  // float range makes a inf, and M2 with it (not inf - inf). e is summed scaled by sc (as in
-  // cta_moments), so that it stays in the float range wherever the values do: a row half at 2^120
-  // and half at 0 gets a finite mean and M2 = inf, PyTorch's rstd = 0. Not yet exact near the top
-  // of the range: a can overflow (it is up to kCluster + 1 times M2) where M2 does not, and the
-  // row then gets M2 = inf too (y = bias) where PyTorch normalizes it (docs/OPS.md).
+  // float range makes a inf, and M2 with it (not inf - inf). Both e and a are summed scaled by sc
+  // (as in cta_moments), so that they stay in the float range wherever the values and M2 do: a
+  // about r is up to kCluster + 1 times M2, and unscaled it overflowed where M2 does not (a row
+  // whose first sixteenth is 0 and the rest 2^54: y = bias where PyTorch normalizes it). So M2
+  // is inf where it is past the float range itself (a row half at 2^120 and half at 0: PyTorch's
+  // rstd = 0 too), with a finite mean. The scaling changes no rounding but where a scaled term
+  // falls below 2^-126: variances below ~1e-38, which eps swamps.
   const float r = slots[0].w;
   const float d = v.x > 0.f ? v.w - r : 0.f;
-  const float2 ea = xor_sum2<kGroup>(make_float2(v.x * sc.scale * d, v.z + v.x * d * d));
-  const float e = ea.x * sc.unscale, a = ea.y;  // e: inf only where a is
+  const float cs = v.x * sc.scale;  // the CTA's count times 2^-k
+  const float2 ea = xor_sum2<kGroup>(make_float2(cs * d, fmaf(cs * d, d, v.z * sc.scale)));
   const float dm = ea.x / n * sc.unscale;
-  const float m2_all = isinf(a) ? a : fmaf(-e, dm, a);
-  return make_float2(r + dm, (m2_all < 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
+  const float m2_scaled = isinf(ea.y) ? ea.y : fmaf(-ea.x, dm, ea.y);
+  const float m2_all = m2_scaled * sc.unscale;  // inf where M2 is past the float range
+  return make_float2(r + dm, (m2_all <= 0.f ? 0.f : m2_all) / n);  // rounding below 0; NaN stays
 }
 
 // A held LayerNorm cluster's (mean, M2 / n) from this thread's sums of its values (times

@@ -605,6 +605,38 @@ TEST_CASE("layer_norm: rows past the float range give PyTorch's fp32 answers") {
   }
 }
 
+// A streamed cluster combines its CTAs' M2 about CTA 0's mean: for a row of 2^20 whose first
+// sixteenth is 0 and the rest B = 2^55.5, that sum is 2^129 while M2 itself is 2^126.9. Summed
+// unscaled it overflowed and the row came out as its bias; PyTorch normalizes it (var = 15/256
+// B^2). B is exact in bf16 too, so the float64 reference sees what the kernel reads.
+TEST_CASE("layer_norm: streamed clusters normalize rows near the top of the float range") {
+  if (runtime().props().cc() < 90) return;  // no clusters
+  kjit::Stream stream(runtime());
+  constexpr float kB = 0x1.6ap+55f;
+  for (DType t : {DType::F32, DType::BF16}) {
+    const int v = 16 / static_cast<int>(kjit::dtype_size(t));
+    const int64_t width = int64_t{1} << 20;
+    const LayerNormConfig config{512, 512, v, 4, 8, true};
+    CAPTURE(config.describe());
+    const std::vector<float> bias =
+        kjit::host::random_normal(t, static_cast<size_t>(width), 0.f, 1.f, 78);
+    const LayerNormProblem ln = LayerNormProblem::layer_norm(3, width, t);
+    CAPTURE(ln.describe());
+    const std::vector<float> y = run_rows(
+        ln, config, [](int64_t i, int64_t w) { return i < w / 16 ? 0.f : kB; }, bias, stream);
+    const double mean = 15.0 / 16 * kB, sd = std::sqrt(15.0 / 256) * kB;
+    const double tol = t == DType::F32 ? 1e-4 : 3e-2;
+    long close = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const int64_t col = static_cast<int64_t>(i) % width;
+      const double x = col < width / 16 ? 0.0 : kB;
+      const double want = (x - mean) / sd * 1.5 + bias[static_cast<size_t>(col)];
+      close += std::fabs(y[i] - want) <= tol * (1 + std::fabs(want));
+    }
+    CHECK(close == static_cast<long>(y.size()));
+  }
+}
+
 TEST_CASE("layer_norm: no rows enqueue nothing; forced configs are checked") {
   kjit::Stream stream(runtime());
   Case empty = plain(NormKind::LayerNorm, 0, 512, DType::F32);
