@@ -58,7 +58,7 @@ class Kjit:
         self.lib.kjit_layer_norm.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p]
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
 
         self.lib.kjit_linear_gn_min.argtypes = [
             ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
@@ -112,7 +112,7 @@ class Kjit:
         self.check(self.lib.kjit_layer_norm(
             kind.encode(), dtype.encode(), None, rows, width, 0, x.data_ptr(), None,
             y.data_ptr(), None, w.data_ptr(), b.data_ptr() if b is not None else None, eps,
-            stream))
+            stream, 0))
 
     def group_norm(self, dtype, x, groups, w, b, y, eps=1e-5):
         n, c = x.shape[0], x.shape[1]

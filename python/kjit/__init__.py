@@ -28,7 +28,7 @@ __version__ = _native.version()
 
 
 def version():
-    """kjit's version, e.g. "0.1.0"."""
+    """kjit's version, e.g. "0.2.0"."""
     return _native.version()
 
 

@@ -313,7 +313,8 @@ int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64
 
 int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
                     int64_t width, int activation, const void* x, const void* residual, void* y,
-                    void* sum, const void* weight, const void* bias, float eps, void* stream) {
+                    void* sum, const void* weight, const void* bias, float eps, void* stream,
+                    int autotune) {
   return guarded([&] {
     const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation,
                               residual != nullptr, weight != nullptr, bias != nullptr);
@@ -325,6 +326,7 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
                                             "only as x + residual (pass NULL, or a residual)");
     kjit::ops::LayerNormOptions o;
     o.eps = eps;
+    o.autotune = autotune != 0;
     kjit::ops::validate_call(p, x, residual, y, sum, weight, bias, eps);
     kjit::ops::layer_norm(runtime(), p, x, residual, y, sum, weight, bias, o,
                           static_cast<CUstream>(stream));
@@ -333,15 +335,17 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
 
 int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
                             int64_t rows, int64_t width, int activation, int residual, int weight,
-                            int bias, char* buf, int64_t size) {
+                            int bias, int autotune, char* buf, int64_t size) {
   return guarded([&] {
     const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation, residual != 0,
                               weight != 0, bias != 0);
     kjit::ops::validate(p);
     check_buffer(buf, size);
-    // The options kjit_layer_norm calls with, so that it finds these plans (KJIT_AUTOTUNE=1
-    // tunes both alike).
-    copy_text(kjit::ops::prepare_layer_norm(runtime(), p, {}).describe(), buf, size);
+    // The options kjit_layer_norm calls with, so that it finds these plans (the eps does not
+    // choose a plan).
+    kjit::ops::LayerNormOptions o;
+    o.autotune = autotune != 0;
+    copy_text(kjit::ops::prepare_layer_norm(runtime(), p, o).describe(), buf, size);
   });
 }
 

@@ -180,13 +180,13 @@ TEST_CASE("kjit_group_norm / kjit_layer_norm: overlapping or unused operands are
     CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 256, buf + 576, 1e-5f,
                           nullptr, 0) != kInvalidArgument);
   CHECK(kjit_layer_norm("layer_norm", "f32", nullptr, 4, 16, 0, buf, nullptr, buf + 512, buf + 256,
-                        nullptr, nullptr, 1e-5f, nullptr) == kInvalidArgument);
+                        nullptr, nullptr, 1e-5f, nullptr, 0) == kInvalidArgument);
   CHECK(last_error_has("sum is given without a residual"));
   // y's range ends past 2^64: refused, rather than wrapping around to look disjoint from x.
   const auto wrapped = reinterpret_cast<void*>(~uintptr_t{0} - 63);
   CHECK(kjit_layer_norm("rms_norm", "f32", nullptr, 4, 16, 0, reinterpret_cast<void*>(0x100),
-                        nullptr, wrapped, nullptr, nullptr, nullptr, 1e-5f,
-                        nullptr) == kInvalidArgument);
+                        nullptr, wrapped, nullptr, nullptr, nullptr, 1e-5f, nullptr,
+                        0) == kInvalidArgument);
   CHECK(last_error_has("y (256 bytes) ends past the top of the address space"));
 }
 
@@ -197,7 +197,7 @@ TEST_CASE(
   char text[128] = "unset";
   auto prep = [&](const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
                   int64_t width, int activation, int bias, int64_t size) {
-    return kjit_layer_norm_prepare(kind, dtype, param_dtype, rows, width, activation, 1, 1, bias,
+    return kjit_layer_norm_prepare(kind, dtype, param_dtype, rows, width, activation, 1, 1, bias, 0,
                                    text, size);
   };
   struct Bad {

@@ -730,7 +730,7 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
     return kjit_layer_norm(
         "rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
         reinterpret_cast<void*>(dx.ptr()), nullptr, reinterpret_cast<void*>(dy.ptr()), nullptr,
-        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream));
+        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream), 0);
   };
   int rc = -1;
   {
@@ -740,7 +740,7 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
   CHECK(std::string(kjit_last_error()).find("prepare_layer_norm") != std::string::npos);
   char text[128];
   REQUIRE(kjit_layer_norm_prepare("rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH, 0,
-                                  1, 0, text, sizeof text) == KJIT_OK);
+                                  1, 0, 0, text, sizeof text) == KJIT_OK);
   CHECK(std::string(text) == kjit::ops::prepare_layer_norm(rt, p).describe());
   kjit::Graph graph(rt, stream, [&] { rc = call(); });
   CHECK(rc == KJIT_OK);
@@ -758,9 +758,58 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
     rc = kjit_layer_norm(
         "rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
         reinterpret_cast<void*>(dx.ptr()), nullptr, reinterpret_cast<void*>(dx.ptr()), nullptr,
-        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream));
+        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream), 0);
   });
   CHECK(rc == KJIT_OK);
+}
+
+// The C ABI's autotune argument, as the C++ option: a tuned call captured before the tuned
+// prepare is refused (tuning times kernels: never inside a capture); the tuned prepare stores
+// the choice that the C++ tuned prepare then recalls (the same config text), and builds the plan
+// that the tuned call captured after it runs.
+TEST_CASE("layer_norm through the C ABI: autotune prepares and runs the tuned plan") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  LayerNormProblem p = LayerNormProblem::layer_norm(5, 3000, DType::F16);  // no other test's
+  const size_t n = 5 * 3000;
+  auto bytes = [](const std::vector<float>& v) { return kjit::host::to_bytes(DType::F16, v); };
+  auto f16 = [&](const std::vector<float>& v) {  // what the kernel reads, for the reference
+    return kjit::host::from_bytes(DType::F16, bytes(v));
+  };
+  const auto x = f16(kjit::host::random_normal(DType::F16, n, 2.f, 1.f, kjit_test::seed()));
+  const auto w = f16(kjit::host::random_normal(DType::F16, 3000, 1.f, 0.2f, 7));
+  const auto b = f16(kjit::host::random_normal(DType::F16, 3000, 0.f, 0.2f, 8));
+  auto dx = kjit::DeviceBuffer::from_host(rt, bytes(x));
+  auto dw = kjit::DeviceBuffer::from_host(rt, bytes(w));
+  auto db = kjit::DeviceBuffer::from_host(rt, bytes(b));
+  kjit::DeviceBuffer dy(rt, n * 2);
+  auto ptr = [](const kjit::DeviceBuffer& d) { return reinterpret_cast<void*>(d.ptr()); };
+  auto call = [&] {
+    return kjit_layer_norm("layer_norm", "f16", nullptr, 5, 3000, KJIT_ACTIVATION_NONE, ptr(dx),
+                           nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), 1e-5f,
+                           static_cast<CUstream>(stream), 1);
+  };
+  int rc = -1;
+  {
+    kjit::Graph refused(rt, stream, [&] { rc = call(); });
+  }
+  CHECK(rc == KJIT_ERR_CAPTURE_COMPILE);
+  char text[128];
+  REQUIRE(kjit_layer_norm_prepare("layer_norm", "f16", nullptr, 5, 3000, KJIT_ACTIVATION_NONE, 0, 1,
+                                  1, 1, text, sizeof text) == KJIT_OK);
+  kjit::ops::LayerNormOptions tuned;
+  tuned.autotune = true;
+  CHECK(std::string(text) == kjit::ops::prepare_layer_norm(rt, p, tuned).describe());
+  kjit::Graph graph(rt, stream, [&] { rc = call(); });
+  REQUIRE(rc == KJIT_OK);
+  dy.fill_bytes(0xFF);
+  graph.launch(stream);
+  stream.synchronize();
+  const auto ref = kjit::reference::layer_norm(p, x, nullptr, w.data(), b.data(), 1e-5);
+  const auto got = kjit::host::from_bytes(DType::F16, dy.to_host<unsigned char>(n * 2));
+  const auto e = kjit::host::compare(got, ref.y, 1e-2, 1e-2);
+  CHECK(e.nonfinite == 0);
+  CHECK(e.allclose);
 }
 
 // One long row runs with replicas (each writes a share of the row) where no output aliases an

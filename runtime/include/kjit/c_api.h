@@ -105,18 +105,21 @@ int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64
  * kind: "layer_norm" | "rms_norm"; dtype: "f32" | "f16" | "bf16" (x, residual, y, sum);
  * param_dtype: NULL (the dtype) or "f32"; activation: one of KJIT_ACTIVATION_*. residual NULL:
  * y = act(norm(x)); else sum = x + residual (in dtype) is written to sum and y = act(norm(sum)).
- * weight, bias: [width] or NULL (none; rms_norm takes no bias). */
+ * weight, bias: [width] or NULL (none; rms_norm takes no bias). autotune nonzero: time the
+ * candidates once per problem (stored in the disk cache, reused without timing), as
+ * kjit_group_norm's; also under KJIT_AUTOTUNE=1. */
 int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
                     int64_t width, int activation, const void* x, const void* residual, void* y,
-                    void* sum, const void* weight, const void* bias, float eps, void* stream);
+                    void* sum, const void* weight, const void* bias, float eps, void* stream,
+                    int autotune);
 /* Compile and load what kjit_layer_norm of this problem launches with 16-byte aligned pointers
  * (any width), in place or not, so that such a call, also inside a graph capture, compiles
- * nothing. residual, weight, bias: nonzero when the call passes them. Writes the
- * chosen config as text into buf as kjit_group_norm_prepare does. Under KJIT_AUTOTUNE=1 the
- * prepare tunes (once), and the call runs the tuned plan. */
+ * nothing. residual, weight, bias: nonzero when the call passes them; autotune: as the call
+ * will pass it (a tuned call finds the plan that a tuned prepare built). Writes the chosen config
+ * as text into buf as kjit_group_norm_prepare does. */
 int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
                             int64_t rows, int64_t width, int activation, int residual, int weight,
-                            int bias, char* buf, int64_t size);
+                            int bias, int autotune, char* buf, int64_t size);
 
 #ifdef __cplusplus
 }
