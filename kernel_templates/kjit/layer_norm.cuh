@@ -267,12 +267,14 @@ __forceinline__ float2 cluster_stats(float cnt, float s, float m2, float local_m
   // e / n carries its rounding relative to mean - r, not to the mean (rows far from zero).
   // A NaN or inf in the row makes a CTA's M2 NaN, so M2 is NaN; a squared deviation past the
   // float range makes a inf, and M2 with it (not inf - inf). Both e and a are summed scaled by sc
-  // (as in cta_moments), so that they stay in the float range wherever the values and M2 do: a
-  // about r is up to kCluster + 1 times M2, and unscaled it overflowed where M2 does not (a row
-  // whose first sixteenth is 0 and the rest 2^54: y = bias where PyTorch normalizes it). So M2
-  // is inf where it is past the float range itself (a row half at 2^120 and half at 0: PyTorch's
-  // rstd = 0 too), with a finite mean. The scaling changes no rounding but where a scaled term
-  // falls below 2^-126: variances below ~1e-38, which eps swamps.
+  // (e as cta_moments sums its own; a here too), so that they stay in the float range wherever
+  // the values and M2 do: a about r is up to kCluster + 1 times M2, and unscaled it overflowed
+  // where M2 does not (a row of 2^20 whose first sixteenth is 0 and the rest 2^55.5, on 8 CTAs:
+  // a = 2^129, M2 = 2^126.9; y = bias where PyTorch normalizes it). So M2 is inf where it is
+  // past the float range itself (a row half at 2^120 and half at 0: PyTorch's rstd = 0 too),
+  // with a finite mean where the CTAs' means differ by less than the float range (halves at
+  // +-2^127.5 give an infinite difference, and NaN). The scaling changes no rounding but where a
+  // scaled term falls below 2^-126: a CTA's M2 below ~2^(k - 126), which eps swamps.
   const float r = slots[0].w;
   const float d = v.x > 0.f ? v.w - r : 0.f;
   const float cs = v.x * sc.scale;  // the CTA's count times 2^-k

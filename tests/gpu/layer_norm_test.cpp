@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <future>
 #include <limits>
 #include <optional>
@@ -763,44 +764,65 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
   CHECK(rc == KJIT_OK);
 }
 
-// The C ABI's autotune argument, as the C++ option: a tuned call captured before the tuned
-// prepare is refused (tuning times kernels: never inside a capture); the tuned prepare stores
-// the choice that the C++ tuned prepare then recalls (the same config text), and builds the plan
-// that the tuned call captured after it runs.
-TEST_CASE("layer_norm through the C ABI: autotune prepares and runs the tuned plan") {
+// The C ABI's autotune argument, as the C++ option. Each C function given autotune = 1 tunes its
+// problem and stores the choice in the disk cache both runtimes use (the default one), so that a
+// fresh C++ runtime's tuned prepare recalls it: it loads only the chosen config's kernels (with
+// the in-place one: at most 2), where without a stored choice it would load every candidate.
+// Widths from the seed: a problem no earlier run stored. After an untuned prepare, a tuned call
+// captured is refused (its plan is another, and tuning times kernels: never inside a capture;
+// a call that dropped the argument would find the untuned plan); after the tuned prepare, the
+// tuned call captured computes the norm.
+TEST_CASE("layer_norm through the C ABI: autotune tunes, stores and runs the tuned plan") {
   auto& rt = runtime();
   kjit::Stream stream(rt);
-  LayerNormProblem p = LayerNormProblem::layer_norm(5, 3000, DType::F16);  // no other test's
-  const size_t n = 5 * 3000;
+  const int64_t rows = 5, width = 2048 + 8 * static_cast<int64_t>(kjit_test::seed() % 4096);
+  CAPTURE(width);
+  const size_t n = static_cast<size_t>(rows * width);
   auto bytes = [](const std::vector<float>& v) { return kjit::host::to_bytes(DType::F16, v); };
   auto f16 = [&](const std::vector<float>& v) {  // what the kernel reads, for the reference
     return kjit::host::from_bytes(DType::F16, bytes(v));
   };
   const auto x = f16(kjit::host::random_normal(DType::F16, n, 2.f, 1.f, kjit_test::seed()));
-  const auto w = f16(kjit::host::random_normal(DType::F16, 3000, 1.f, 0.2f, 7));
-  const auto b = f16(kjit::host::random_normal(DType::F16, 3000, 0.f, 0.2f, 8));
+  const auto w = f16(kjit::host::random_normal(DType::F16, width, 1.f, 0.2f, 7));
+  const auto b = f16(kjit::host::random_normal(DType::F16, width, 0.f, 0.2f, 8));
   auto dx = kjit::DeviceBuffer::from_host(rt, bytes(x));
   auto dw = kjit::DeviceBuffer::from_host(rt, bytes(w));
   auto db = kjit::DeviceBuffer::from_host(rt, bytes(b));
   kjit::DeviceBuffer dy(rt, n * 2);
   auto ptr = [](const kjit::DeviceBuffer& d) { return reinterpret_cast<void*>(d.ptr()); };
-  auto call = [&] {
-    return kjit_layer_norm("layer_norm", "f16", nullptr, 5, 3000, KJIT_ACTIVATION_NONE, ptr(dx),
+  // The problem of width wd (y over the first rows x wd of dy).
+  auto call = [&](int64_t wd) {
+    return kjit_layer_norm("layer_norm", "f16", nullptr, rows, wd, KJIT_ACTIVATION_NONE, ptr(dx),
                            nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), 1e-5f,
                            static_cast<CUstream>(stream), 1);
   };
-  int rc = -1;
-  {
-    kjit::Graph refused(rt, stream, [&] { rc = call(); });
-  }
-  CHECK(rc == KJIT_ERR_CAPTURE_COMPILE);
-  char text[128];
-  REQUIRE(kjit_layer_norm_prepare("layer_norm", "f16", nullptr, 5, 3000, KJIT_ACTIVATION_NONE, 0, 1,
-                                  1, 1, text, sizeof text) == KJIT_OK);
   kjit::ops::LayerNormOptions tuned;
   tuned.autotune = true;
-  CHECK(std::string(text) == kjit::ops::prepare_layer_norm(rt, p, tuned).describe());
-  kjit::Graph graph(rt, stream, [&] { rc = call(); });
+  // A fresh runtime's tuned prepare of width wd: its config, and how many kernels it loaded.
+  auto recall = [&](int64_t wd) {
+    kjit::Runtime fresh;
+    const LayerNormProblem q = LayerNormProblem::layer_norm(rows, wd, DType::F16);
+    const std::string c = kjit::ops::prepare_layer_norm(fresh, q, tuned).describe();
+    const bool rw = fresh.compiler().disk_cache().mode() == kjit::cache::Mode::ReadWrite;
+    return std::make_tuple(c, fresh.stats().kernels_loaded, rw);
+  };
+  const LayerNormProblem p = LayerNormProblem::layer_norm(rows, width, DType::F16);
+  REQUIRE(kjit::ops::layer_norm_candidates(p, kjit::Target::of(rt), true).size() > 2);
+  char text[128];
+  REQUIRE(kjit_layer_norm_prepare("layer_norm", "f16", nullptr, rows, width, KJIT_ACTIVATION_NONE,
+                                  0, 1, 1, 0, text, sizeof text) == KJIT_OK);
+  const char* env = std::getenv("KJIT_AUTOTUNE");
+  int rc = -1;
+  if (!(env && std::string(env) == "1")) {  // (where it is, the untuned prepare tuned too)
+    kjit::Graph refused(rt, stream, [&] { rc = call(width); });
+    CHECK(rc == KJIT_ERR_CAPTURE_COMPILE);
+  }
+  REQUIRE(kjit_layer_norm_prepare("layer_norm", "f16", nullptr, rows, width, KJIT_ACTIVATION_NONE,
+                                  0, 1, 1, 1, text, sizeof text) == KJIT_OK);
+  const auto prepared = recall(width);
+  CHECK(std::get<0>(prepared) == text);
+  if (std::get<2>(prepared)) CHECK(std::get<1>(prepared) <= 2);
+  kjit::Graph graph(rt, stream, [&] { rc = call(width); });
   REQUIRE(rc == KJIT_OK);
   dy.fill_bytes(0xFF);
   graph.launch(stream);
@@ -810,6 +832,12 @@ TEST_CASE("layer_norm through the C ABI: autotune prepares and runs the tuned pl
   const auto e = kjit::host::compare(got, ref.y, 1e-2, 1e-2);
   CHECK(e.nonfinite == 0);
   CHECK(e.allclose);
+  // The call alone (no prepare) on a problem of its own tunes and stores as well.
+  REQUIRE(call(width - 8) == KJIT_OK);
+  stream.synchronize();
+  const auto called = recall(width - 8);
+  if (std::get<2>(called)) CHECK(std::get<1>(called) <= 2);
+  if (!std::get<2>(prepared)) MESSAGE("the default disk cache is not writable: nothing to recall");
 }
 
 // One long row runs with replicas (each writes a share of the row) where no output aliases an
