@@ -424,6 +424,7 @@ TEST_CASE("heuristic and candidates cover every element, over random problems") 
           check_covers(p, c);
           CHECK_NOTHROW(kjit::ops::validate_config(p, c, cc, aligned));
           if (c.staged()) CHECK(cc >= 90);
+          CHECK(kjit::ops::parse_group_norm_config(c.describe()) == c);  // pinnable as reported
         }
   }
 }

@@ -316,6 +316,7 @@ TEST_CASE("layer_norm autotune candidates: the heuristic's first, each valid and
       for (const LayerNormConfig& c : cands) {
         check_config(p, c, cc, aligned);
         CHECK(names.insert(c.describe()).second);
+        CHECK(kjit::ops::parse_layer_norm_config(c.describe()) == c);  // pinnable as reported
       }
       // configs_for with autotune names every candidate (what kjit-precompile compiles).
       kjit::ops::LayerNormOptions opt;

@@ -278,6 +278,11 @@ TEST_CASE("heuristic and candidates obey the template's rules over random proble
           for (const GnMinConfig& c : cands) {
             check_config(p, c, cc);
             if (!aligned) CHECK_FALSE(c.out_vec);
+            CHECK(kjit::ops::parse_gn_min_config(c.describe()) == c);  // pinnable as reported
+            GnMinConfig flipped = c;  // the flags no candidate sets here
+            flipped.linear_bias = !c.linear_bias;
+            flipped.split = !c.split;
+            CHECK(kjit::ops::parse_gn_min_config(flipped.describe()) == flipped);
           }
           // A device with its architecture's limit (what the runtime passes) gets the configs
           // kjit-precompile compiled without a device.

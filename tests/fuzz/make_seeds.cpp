@@ -2,8 +2,9 @@
 // seed is committed): <dir>/entry/ (entries as serialize_entry writes them), <dir>/archive/
 // (archives DiskCache::export_to wrote from caches of 0, 1, 3 and 9 entries, each in both
 // fuzz_archive modes), <dir>/remote_value/ (signed values in fuzz_remote_value's value modes, and
-// URLs in its URL mode), <dir>/manifest/ (the embedded default manifest) and <dir>/includes/ (kjit's
-// built-in templates). The other manifest and
+// URLs in its URL mode), <dir>/manifest/ (the embedded default manifest), <dir>/includes/ (kjit's
+// built-in templates) and <dir>/config/ (the built-in ops' candidate configs as describe() writes
+// them, behind fuzz_config's op byte). The other manifest and
 // --problem seeds are the files in tests/fuzz/corpus/manifest/: copied from tests/tools/ and
 // docs/TOOLS.md, and found_<commit>_* are inputs that failed fuzz_manifest at that commit, kept so
 // that every run tries them again (their regression tests are in tests/tools/manifest_test.cpp).
@@ -20,6 +21,10 @@
 #include "entry_format.hpp"
 #include "kjit/cache/disk_cache.hpp"
 #include "kjit/cache/key.hpp"
+#include "kjit/op/target.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/layer_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
 #include "kjit/templates.hpp"
 #include "manifest.hpp"
 #include "remote_value.hpp"
@@ -75,6 +80,31 @@ std::vector<std::pair<Key, Entry>> sample_entries() {
 
 }  // namespace
 
+namespace {
+
+// fuzz_config: every family's and kind's configs, as the ops' candidates for a few problems on
+// sm_90 describe them, each behind its op byte (0 GroupNorm, 1 LayerNorm, 2 Linear-GN-min).
+void write_config_seeds(const fs::path& dir) {
+  using namespace kjit::ops;
+  const kjit::Target t = kjit::Target::for_cc(90);
+  std::vector<std::string> seeds;
+  for (const auto& shape : {std::vector<int64_t>{8, 256, 24, 24}, {1, 32, 1 << 20}, {2, 4, 7}})
+    for (const GroupNormConfig& c : group_norm_candidates(
+             GroupNormProblem::from_shape(shape, shape[1] / 4, kjit::DType::F32), t, true))
+      seeds.push_back('\0' + c.describe());
+  for (int64_t width : {int64_t{128}, int64_t{4096}, int64_t{65536}, int64_t{1} << 20})
+    for (const LayerNormConfig& c :
+         layer_norm_candidates(LayerNormProblem::layer_norm(1, width, kjit::DType::F32), t, true))
+      seeds.push_back('\1' + c.describe());
+  LinearGnMinProblem p;
+  p.M = 1024, p.K = 8192, p.N = 8192, p.G = 512;
+  for (const GnMinConfig& c : gn_min_candidates(p, t, true)) seeds.push_back('\2' + c.describe());
+  for (size_t i = 0; i < seeds.size(); ++i)
+    write_file(dir / ("seed" + std::to_string(i)), seeds[i]);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: kjit_fuzz_seeds <dir>\n");
@@ -82,7 +112,7 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1];
-    for (const char* sub : {"entry", "archive", "remote_value", "manifest", "includes"})
+    for (const char* sub : {"entry", "archive", "remote_value", "manifest", "includes", "config"})
       fs::create_directories(root / sub);
     const auto entries = sample_entries();
     for (size_t i = 0; i < entries.size(); ++i)
@@ -130,6 +160,7 @@ int main(int argc, char** argv) {
     size_t k = 0;
     for (const auto& [name, text] : kjit::TemplateSet::builtins())
       write_file(root / "includes" / ("builtin" + std::to_string(k++)), text);
+    write_config_seeds(root / "config");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kjit_fuzz_seeds: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/config_text.hpp"
 #include "kjit/op/specs.hpp"
 #include "kjit/op/target.hpp"
 #include "kjit/ops/group_norm.hpp"
@@ -114,6 +115,49 @@ std::string GroupNormConfig::describe() const {
          (f ? f->words_before_held : " family=" + std::to_string(static_cast<int>(family))) +
          (held > 0 ? " held=" + std::to_string(held) : "") + (f ? f->words_after_held : "") +
          (affine_smem ? "" : " gmem-affine");
+}
+
+namespace {
+
+constexpr const char* kFamilyWords[] = {"stream", "smem", "split", "pipe", "coop"};
+
+// The family words (of kFamilyWords, in its order, each followed by a blank) that f's
+// describe() writes: " smem" ... " coop" -> "smem coop ".
+std::string family_words(const gn::FamilyRow& f) {
+  const std::string written = std::string(f.words_before_held) + f.words_after_held + " ";
+  std::string words;
+  for (const char* w : kFamilyWords)
+    if (written.find(" " + std::string(w) + " ") != std::string::npos)
+      words += w + std::string(" ");
+  return words;
+}
+
+}  // namespace
+
+GroupNormConfig parse_group_norm_config(const std::string& text) {
+  op::ConfigText t("group_norm", text);
+  GroupNormConfig c;
+  c.threads = t.integer("threads", 1, 1024);
+  c.team = t.integer("team", 1, 1024);
+  c.vec = t.integer("vec", 1, 16);
+  c.iters = t.integer("iters", 1, 1 << 20);
+  c.cluster = t.integer("cluster", 1, 1024);
+  c.held = t.integer("held", 0, 0, 64);
+  c.affine_smem = !t.flag("gmem-affine");
+  std::string given;  // the family words present, as family_words lists them
+  for (const char* w : kFamilyWords)
+    if (t.flag(w)) given += w + std::string(" ");
+  t.finish(
+      "threads, team, vec, iters, cluster, held, gmem-affine, and a family's words: "
+      "none (registers), stream, smem, smem coop, pipe, split, split coop");
+  for (const gn::FamilyRow& f : gn::families())
+    if (family_words(f) == given) {
+      c.family = f.family;
+      return c;
+    }
+  given.pop_back();  // not empty: every family but Registers has words, and Registers none
+  t.bad("the words \"" + given +
+        "\" name no family (registers: none; stream; smem; smem coop; pipe; split; split coop)");
 }
 
 bool GroupNormConfig::needs_workspace() const {

@@ -7,6 +7,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/config_text.hpp"
 #include "kjit/op/specs.hpp"
 #include "kjit/ops/layer_norm.hpp"
 
@@ -142,6 +143,20 @@ std::string LayerNormConfig::describe() const {
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
          " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") +
          (replicas != 1 ? " replicas=" + std::to_string(replicas) : "");
+}
+
+LayerNormConfig parse_layer_norm_config(const std::string& text) {
+  op::ConfigText t("layer_norm", text);
+  LayerNormConfig c;
+  c.threads = t.integer("threads", 1, 1024);
+  c.team = t.integer("team", 1, 1024);
+  c.vec = t.integer("vec", 1, 16);
+  c.iters = t.integer("iters", 1, 64);
+  c.cluster = t.integer("cluster", 1, 16);
+  c.stream = t.flag("stream");
+  c.replicas = t.integer("replicas", 1, 1, 16);
+  t.finish("threads, team, vec, iters, cluster, stream, replicas");
+  return c;
 }
 
 void validate(const LayerNormProblem& p) {

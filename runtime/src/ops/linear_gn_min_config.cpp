@@ -6,6 +6,7 @@
 
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
+#include "kjit/op/config_text.hpp"
 #include "kjit/op/specs.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
 
@@ -189,6 +190,24 @@ std::string GnMinConfig::describe() const {
          " vec=" + std::to_string(vec) + (pad ? " pad" : "") + (smem ? "" : " global") +
          (affine_smem ? " affine-smem" : "") + (out_vec ? " out-vec" : "") +
          (linear_bias ? " linear-bias" : "") + (split ? " split" : "");
+}
+
+GnMinConfig parse_gn_min_config(const std::string& text) {
+  op::ConfigText t("linear_gn_min", text);
+  GnMinConfig c;
+  c.threads = t.integer("threads", 1, kMaxThreads);
+  c.slice = t.integer("slice", 1, kMaxThreads);
+  c.sub = t.integer("sub", 1, kMaxThreads);
+  c.seq = t.integer("seq", 1, 1 << 20);
+  c.vec = t.integer("vec", 1, 16);
+  c.pad = t.flag("pad");
+  c.smem = !t.flag("global");
+  c.affine_smem = t.flag("affine-smem");
+  c.out_vec = t.flag("out-vec");
+  c.linear_bias = t.flag("linear-bias");
+  c.split = t.flag("split");
+  t.finish("threads, slice, sub, seq, vec, pad, global, affine-smem, out-vec, linear-bias, split");
+  return c;
 }
 
 void validate(const LinearGnMinProblem& p) {

@@ -98,7 +98,21 @@ struct GroupNormConfig {
   bool cooperative() const;
   bool staged() const;  // Smem, SmemCoop: slices staged in shared memory
   std::string describe() const;
+  bool operator==(const GroupNormConfig& o) const {
+    return family == o.family && threads == o.threads && team == o.team && vec == o.vec &&
+           iters == o.iters && cluster == o.cluster && held == o.held &&
+           affine_smem == o.affine_smem;
+  }
+  bool operator!=(const GroupNormConfig& o) const { return !(*this == o); }
 };
+
+// The config describe() wrote ("threads=256 team=256 vec=4 iters=8 cluster=1 smem held=4 coop",
+// the words in any order; held=0 may be left out): what prepare_group_norm, kjit-bench --sweep
+// and autotuning report, read back to be pinned (GroupNormOptions::config). The family is named
+// by its words (none: Registers; stream; smem; smem coop; pipe; split; split coop). Throws
+// InvalidArgument (field "config") naming the word and the rule for any other text; whether the
+// config can run a problem is checked where it is used, as for any forced config.
+GroupNormConfig parse_group_norm_config(const std::string& text);
 
 struct GroupNormOptions {
   float eps = 1e-5f;

@@ -60,7 +60,19 @@ struct LayerNormConfig {
   bool stream = false;
   int replicas = 1;  // CTAs or clusters per row, each writing a share (team == threads), 1..16
   std::string describe() const;
+  bool operator==(const LayerNormConfig& o) const {
+    return threads == o.threads && team == o.team && vec == o.vec && iters == o.iters &&
+           cluster == o.cluster && stream == o.stream && replicas == o.replicas;
+  }
+  bool operator!=(const LayerNormConfig& o) const { return !(*this == o); }
 };
+
+// The config describe() wrote ("threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4", the
+// words in any order; replicas=1 may be left out): what prepare_layer_norm, kjit-bench --sweep
+// and autotuning report, read back to be pinned (LayerNormOptions::config). Throws
+// InvalidArgument (field "config") naming the word and the rule for any other text; whether the
+// config can run a problem is checked where it is used, as for any forced config.
+LayerNormConfig parse_layer_norm_config(const std::string& text);
 
 struct LayerNormOptions {
   float eps = 1e-5f;  // F.layer_norm's default; F.rms_norm(eps=None) uses finfo(dtype).eps

@@ -82,7 +82,20 @@ struct GnMinConfig {
   int par() const { return threads / slice; }
   int rows() const { return par() * seq; }
   std::string describe() const;
+  bool operator==(const GnMinConfig& o) const {
+    return threads == o.threads && slice == o.slice && sub == o.sub && seq == o.seq &&
+           vec == o.vec && pad == o.pad && smem == o.smem && affine_smem == o.affine_smem &&
+           out_vec == o.out_vec && split == o.split && linear_bias == o.linear_bias;
+  }
+  bool operator!=(const GnMinConfig& o) const { return !(*this == o); }
 };
+
+// The config describe() wrote ("threads=256 slice=32 sub=4 seq=2 vec=4 pad affine-smem split",
+// the words in any order; an absent flag is false, and "global" clears smem): the fused kernel's
+// config as kjit-bench --sweep and autotuning report it, read back to be pinned
+// (LinearGnMinOptions::config). Throws InvalidArgument (field "config") naming the word and the
+// rule for any other text; whether the config can run a problem is checked where it is used.
+GnMinConfig parse_gn_min_config(const std::string& text);
 
 // Who adds the Linear's bias: cuBLASLt's bias epilogue, or the fused kernel as it reads Y (the
 // GEMM then runs without an epilogue). Auto: the plan's choice (autotuning times both).

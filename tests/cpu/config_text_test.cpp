@@ -1,0 +1,139 @@
+// A config's text read back (kjit::op::ConfigText and each op's parse_*_config): every rule
+// broken is an InvalidArgument on field "config" that names the word and the rule. That every
+// candidate's describe() reads back to the same config is checked in each op's config test.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "kjit/error.hpp"
+#include "kjit/op/config_text.hpp"
+#include "kjit/ops/group_norm.hpp"
+#include "kjit/ops/layer_norm.hpp"
+#include "kjit/ops/linear_gn_min.hpp"
+
+using kjit::ops::GroupNormConfig;
+using kjit::ops::GroupNormFamily;
+using kjit::ops::LayerNormConfig;
+
+namespace {
+
+// The message of the InvalidArgument on "config" that f throws ("<no error>" otherwise).
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const kjit::Error& e) {
+    if (e.code() != kjit::Errc::InvalidArgument || e.field() != "config")
+      return "<other error> " + std::string(e.what());
+    return e.what();
+  }
+  return "<no error>";
+}
+
+std::string ln_refusal(const std::string& text) {
+  return refusal([&] { kjit::ops::parse_layer_norm_config(text); });
+}
+
+}  // namespace
+
+TEST_CASE("config text: the words' rules, each refusal naming the word") {
+  const std::string ok = "threads=256 team=32 vec=4 iters=1 cluster=1";
+  CHECK(ln_refusal(ok) == "<no error>");
+  CHECK(ln_refusal("  cluster=1   iters=1 vec=4 team=32 threads=256 ") == "<no error>");
+  CHECK(ln_refusal("").find("the text is empty") != std::string::npos);
+  CHECK(ln_refusal("   ").find("the text is empty") != std::string::npos);
+  CHECK(ln_refusal(ok + "\tstream").find("byte 9 at offset 43") != std::string::npos);
+  CHECK(ln_refusal(ok + " str\xc3\xa9").find("byte 195") != std::string::npos);
+  for (const char* word : {"Threads=256", "=4", "4=4", "thr_eads=2", "threads:256"})
+    CHECK(ln_refusal(std::string(word) + " team=32 vec=4 iters=1 cluster=1")
+              .find("must be key=value or a flag") != std::string::npos);
+  for (const char* value : {"", "-1", "+1", "1x", "0x10", "2147483648", "99999999999", "1.0"})
+    CHECK(ln_refusal("threads=" + std::string(value) + " team=32 vec=4 iters=1 cluster=1")
+              .find("the value must be a decimal integer in [0, 2^31)") != std::string::npos);
+  CHECK(ln_refusal(ok + " team=32").find("\"team\" is given twice") != std::string::npos);
+  CHECK(ln_refusal(ok + " stream stream").find("\"stream\" is given twice") != std::string::npos);
+  CHECK(ln_refusal(ok + " stream=1").find("\"stream\" is a flag and takes no value") !=
+        std::string::npos);
+  CHECK(ln_refusal("threads=256 team=32 vec=4 iters=1").find("cluster=<integer> is missing") !=
+        std::string::npos);
+  CHECK(ln_refusal("threads=256 team=32 vec=4 iters=1 cluster").find("cluster=<integer>") !=
+        std::string::npos);
+  CHECK(ln_refusal(ok + " replicas").find("\"replicas\" needs a value") != std::string::npos);
+  CHECK(ln_refusal(ok + " clusters=2").find("unknown key \"clusters\" (known: threads,") !=
+        std::string::npos);
+  CHECK(ln_refusal(ok + " streamed").find("unknown word \"streamed\"") != std::string::npos);
+  CHECK(ln_refusal("threads=2048 team=32 vec=4 iters=1 cluster=1")
+            .find("threads = 2048 must be in [1, 1024]") != std::string::npos);
+  CHECK(ln_refusal(ok + " replicas=0").find("replicas = 0 must be in [1, 16]") !=
+        std::string::npos);
+  // The op and the whole text are in every message; a long text is cut.
+  const std::string m = ln_refusal(ok + " x");
+  CHECK(m.rfind("layer_norm config: ", 0) == 0);
+  CHECK(m.find(ok) != std::string::npos);
+  CHECK(ln_refusal(ok + " " + std::string(5000, 'y')).size() < 500);
+  CHECK(ln_refusal(ok + "\nstream").find("\"" + ok + "?stream\"") != std::string::npos);
+}
+
+TEST_CASE("config text: a host app's op reads its own config with ConfigText") {
+  kjit::op::ConfigText t("my_op", "tile=64 fast");
+  CHECK(t.integer("tile", 1, 128) == 64);
+  CHECK(t.integer("depth", 3, 1, 8) == 3);  // absent: the fallback
+  CHECK(t.flag("fast"));
+  CHECK_FALSE(t.flag("slow"));
+  CHECK_NOTHROW(t.finish("tile, depth, fast, slow"));
+  kjit::op::ConfigText u("my_op", "tile=64 fast");
+  u.integer("tile", 1, 128);
+  CHECK(refusal([&] { u.finish("tile"); }).find("my_op config: unknown word \"fast\"") == 0);
+}
+
+TEST_CASE("config text: layer_norm reads what describe() writes") {
+  LayerNormConfig c;
+  c.threads = 256, c.team = 256, c.vec = 4, c.iters = 4, c.cluster = 16, c.replicas = 4;
+  CHECK(c.describe() == "threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4");
+  CHECK(kjit::ops::parse_layer_norm_config(c.describe()) == c);
+  c.stream = true, c.replicas = 1;
+  CHECK(kjit::ops::parse_layer_norm_config(c.describe()) == c);
+  CHECK(kjit::ops::parse_layer_norm_config("replicas=4 cluster=16 iters=4 vec=4 team=256 "
+                                           "threads=256") != c);
+}
+
+TEST_CASE("config text: group_norm names its family by words") {
+  auto parse = [](const std::string& t) { return kjit::ops::parse_group_norm_config(t); };
+  const std::string base = "threads=256 team=256 vec=4 iters=4 cluster=1";
+  CHECK(parse(base).family == GroupNormFamily::Registers);
+  CHECK(parse(base + " stream").family == GroupNormFamily::Stream);
+  CHECK(parse(base + " smem held=2").family == GroupNormFamily::Smem);
+  CHECK(parse(base + " smem held=2").held == 2);
+  CHECK(parse(base + " coop smem").family == GroupNormFamily::SmemCoop);
+  CHECK(parse(base + " pipe").family == GroupNormFamily::Pipe);
+  CHECK(parse(base + " split").family == GroupNormFamily::Split);
+  CHECK(parse(base + " split coop").family == GroupNormFamily::SplitCoop);
+  CHECK(parse(base + " gmem-affine").affine_smem == false);
+  CHECK(parse(base).affine_smem == true);
+  for (const char* words : {" coop", " stream smem", " pipe split", " stream coop"})
+    CHECK(refusal([&] { parse(base + words); }).find("name no family") != std::string::npos);
+  CHECK(refusal([&] { parse(base + " held=65"); }).find("held = 65 must be in [0, 64]") !=
+        std::string::npos);
+  for (GroupNormFamily f : {GroupNormFamily::Registers, GroupNormFamily::Stream,
+                            GroupNormFamily::Smem, GroupNormFamily::SmemCoop, GroupNormFamily::Pipe,
+                            GroupNormFamily::Split, GroupNormFamily::SplitCoop}) {
+    GroupNormConfig c;
+    c.family = f;
+    c.held = c.staged() ? 3 : 0;
+    c.affine_smem = f != GroupNormFamily::Stream;
+    CAPTURE(c.describe());
+    CHECK(parse(c.describe()) == c);
+  }
+}
+
+TEST_CASE("config text: linear_gn_min's flags, an absent one false") {
+  const auto c = kjit::ops::parse_gn_min_config("threads=256 slice=32 sub=4 seq=2 vec=4 pad");
+  CHECK(c.pad);
+  CHECK(c.smem);
+  CHECK_FALSE(c.split);
+  CHECK_FALSE(c.affine_smem);
+  CHECK_FALSE(kjit::ops::parse_gn_min_config("threads=256 slice=32 sub=4 seq=2 vec=4 global").smem);
+  CHECK(refusal([&] {
+          kjit::ops::parse_gn_min_config("threads=256 slice=32 sub=4 seq=2");
+        }).find("linear_gn_min config: vec=<integer> is missing") == 0);
+}
