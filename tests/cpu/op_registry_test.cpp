@@ -2,6 +2,11 @@
 // name them, and the registered specs_for equal to the op's own.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kjit/kjit.hpp"
 #include "kjit/op/registry.hpp"
 #include "kjit/ops/group_norm.hpp"
@@ -312,4 +317,42 @@ TEST_CASE(
 
   // A host app's op that lists none: kjit-bench --sweep refuses its problems.
   CHECK(ScaleProblem(3).candidates(t).empty());
+}
+
+// Each op's "config" field pins its problem as the candidate with that config is pinned: the same
+// specializations, and the field stated again in fields_json (what a recording stores).
+TEST_CASE("op registry: a problem's config field pins it to that config") {
+  const kjit::Target t = kjit::Target::for_cc(90);
+  const std::vector<std::pair<std::string, std::map<std::string, FieldValue>>> problems = {
+      {"layer_norm", {{"rows", integer(1)}, {"width", integer(65536)}}},
+      {"rms_norm", {{"rows", integer(4096)}, {"width", integer(768)}, {"dtype", text("bf16")}}},
+      {"group_norm", {{"shape", dims({2, 320, 64, 64})}, {"groups", integer(32)}}},
+      {"linear_gn_min",
+       {{"M", integer(64)}, {"K", integer(256)}, {"N", integer(1024)}, {"groups", integer(32)}}}};
+  for (const auto& [op, fields] : problems) {
+    const auto plain = kjit::op::find_op(op).parse(kjit::op::Fields(op, fields));
+    const auto cands = plain->candidates(t);
+    REQUIRE(cands.size() > 1);
+    CHECK(plain->fields_json().find("\"config\"") == std::string::npos);
+    for (const kjit::op::Candidate& c : cands) {
+      INFO(op << " " << c.config);
+      auto with = fields;
+      with["config"] = text(c.config);
+      const auto pinned = kjit::op::find_op(op).parse(kjit::op::Fields(op, with));
+      const auto want = c.problem->specs_for(t, true, false);
+      for (bool tune : {false, true}) {
+        const auto got = pinned->specs_for(t, true, tune);
+        REQUIRE(got.size() == want.size());
+        for (size_t k = 0; k < got.size(); ++k)
+          CHECK(got[k].instantiation() == want[k].instantiation());
+      }
+      CHECK(pinned->fields_json().find(",\"config\":\"" + c.config + "\"}") != std::string::npos);
+      CHECK(c.problem->fields_json() == pinned->fields_json());
+    }
+    auto bad = fields;
+    bad["config"] = text("threads=256 tiles=4");
+    CHECK(field_of([&] { kjit::op::find_op(op).parse(kjit::op::Fields(op, bad)); }) == "config");
+    bad["config"] = integer(256);
+    CHECK(field_of([&] { kjit::op::find_op(op).parse(kjit::op::Fields(op, bad)); }) == "config");
+  }
 }

@@ -596,3 +596,27 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(problem_specs(parse_problem_arg("rms_norm rows=4 width=8 bias=true"), {}),
                        doctest::Contains("unknown field for op rms_norm"), EntryError);
 }
+
+// A manifest entry's "config" pins it: exactly that config's kernels, as the runtime loads for a
+// call given that config; a text that is no config fails the entry, naming "config".
+TEST_CASE("a manifest entry with a config derives that config's kernels") {
+  const kjit::Target t = kjit::Target::for_arch("sm_90");
+  const kjit::ops::LayerNormProblem p =
+      kjit::ops::LayerNormProblem::layer_norm(1, 65536, kjit::DType::F32);
+  const auto cands = kjit::ops::layer_norm_candidates(p, t, true);
+  REQUIRE(cands.size() > 2);
+  const json base = {{"op", "layer_norm"}, {"rows", 1}, {"width", 65536}};
+  OpContext ctx{t, true, false, false};
+  const auto plain = problem_specs(base, ctx);
+  for (const kjit::ops::LayerNormConfig& c : cands) {
+    CAPTURE(c.describe());
+    kjit::ops::LayerNormOptions opt;
+    opt.config = c;
+    const auto got = problem_specs(with(base, "config", c.describe()), ctx);
+    CHECK(names(got.specs) == names(kjit::ops::layer_norm_specs_for(p, t, opt, true)));
+  }
+  CHECK(names(problem_specs(with(base, "config", cands.back().describe()), ctx).specs) !=
+        names(plain.specs));
+  CHECK(error_field(with(base, "config", "threads=256")) == "config");
+  CHECK(error_field(with(base, "config", 256)) == "config");
+}

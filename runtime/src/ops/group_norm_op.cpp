@@ -29,7 +29,10 @@ class GroupNormOpProblem : public op::OpProblem {
     if (p_.N == 0 || p_.S == 0) return {};  // an empty tensor: the runtime launches nothing
     return group_norm_specs_for(p_, t, options(autotune), aligned);
   }
-  std::string fields_json() const override { return group_norm_problem_json(p_); }
+  std::string fields_json() const override {
+    const std::string json = group_norm_problem_json(p_);
+    return pinned_ ? with_config(json, pinned_->describe()) : json;
+  }
   std::vector<op::Candidate> candidates(const Target& t) const override {
     std::vector<op::Candidate> out;
     if (p_.N == 0 || p_.S == 0) return out;  // nothing to time
@@ -88,7 +91,7 @@ class GroupNormOpProblem : public op::OpProblem {
 
 std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   f.only({"dtype", "param_dtype", "layout", "shape", "groups", "activation", "affine", "weight",
-          "bias"});
+          "bias", "config"});
   const DType dtype = f.dtype("dtype", DType::F32);
   const DType param_dtype = f.dtype("param_dtype", dtype);
   Layout layout;
@@ -128,7 +131,9 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   } catch (const Error& e) {
     rethrow_as_field(f, e);
   }
-  return std::make_unique<GroupNormOpProblem>(p);
+  std::optional<GroupNormConfig> pinned;
+  if (f.has("config")) pinned = pinned_config(f, parse_group_norm_config);
+  return std::make_unique<GroupNormOpProblem>(p, pinned);
 }
 
 }  // namespace
@@ -155,7 +160,8 @@ op::OpInfo group_norm_op_info() {
   return {"group_norm", "y = act(group_norm(x, groups, weight, bias, eps)), NCHW or NHWC",
           "shape (required: [N, C, *spatial] for nchw, [N, *spatial, C] for nhwc), groups "
           "(required), dtype (f32), param_dtype (= dtype), layout (nchw), activation (silu), "
-          "affine (true), weight / bias (= affine)",
+          "affine (true), weight / bias (= affine), config (none: the heuristic's or "
+          "autotuning's; else a config's text, pinned)",
           parse};
 }
 

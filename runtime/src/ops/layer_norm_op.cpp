@@ -24,7 +24,10 @@ class LayerNormOpProblem : public op::OpProblem {
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return layer_norm_specs_for(p_, t, options(autotune), aligned);
   }
-  std::string fields_json() const override { return layer_norm_problem_json(p_); }
+  std::string fields_json() const override {
+    const std::string json = layer_norm_problem_json(p_);
+    return pinned_ ? with_config(json, pinned_->describe()) : json;
+  }
   std::vector<op::Candidate> candidates(const Target& t) const override {
     std::vector<op::Candidate> out;
     if (p_.rows == 0) return out;  // nothing to time
@@ -102,10 +105,10 @@ class LayerNormOpProblem : public op::OpProblem {
 std::unique_ptr<op::OpProblem> parse(const op::Fields& f, NormKind kind) {
   const bool rms = kind == NormKind::RMSNorm;
   if (rms)
-    f.only({"dtype", "param_dtype", "rows", "width", "weight", "residual", "activation"});
+    f.only({"dtype", "param_dtype", "rows", "width", "weight", "residual", "activation", "config"});
   else
     f.only({"dtype", "param_dtype", "rows", "width", "weight", "bias", "affine", "residual",
-            "activation"});
+            "activation", "config"});
   LayerNormProblem p;
   p.kind = kind;
   p.dtype = f.dtype("dtype", DType::F32);
@@ -123,12 +126,15 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f, NormKind kind) {
     if (e.code() != Errc::InvalidArgument) throw;
     f.bad(e.field().empty() ? "activation" : e.field(), e.what());
   }
-  return std::make_unique<LayerNormOpProblem>(p);
+  std::optional<LayerNormConfig> pinned;
+  if (f.has("config")) pinned = pinned_config(f, parse_layer_norm_config);
+  return std::make_unique<LayerNormOpProblem>(p, pinned);
 }
 
 const char* const kFields =
     "rows, width (required), dtype (f32), param_dtype (= dtype, or f32), weight (true), "
-    "residual (false: normalize x + residual and write the sum), activation (none)";
+    "residual (false: normalize x + residual and write the sum), activation (none), config "
+    "(none: the heuristic's or autotuning's; else a config's text, pinned)";
 
 }  // namespace
 

@@ -31,7 +31,10 @@ class LinearGnMinOpProblem : public op::OpProblem {
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return linear_gn_min_specs_for(p_, t, options(autotune), aligned);
   }
-  std::string fields_json() const override { return linear_gn_min_problem_json(p_, bias_add_); }
+  std::string fields_json() const override {
+    const std::string json = linear_gn_min_problem_json(p_, bias_add_);
+    return pinned_ ? with_config(json, pinned_->describe()) : json;
+  }
   // The fused kernel's candidates, each after the heuristic's GEMM (autotuning also times the
   // GEMM's algorithms and, for bias_add auto, who adds the bias). Described with the bias
   // variant an untuned plan builds first (the plan follows its GEMM: prepare() says which ran).
@@ -117,7 +120,7 @@ Precision precision_field(const op::Fields& f, DType dtype) {
 }
 
 std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
-  f.only({"dtype", "precision", "M", "K", "N", "groups", "bias_add"});
+  f.only({"dtype", "precision", "M", "K", "N", "groups", "bias_add", "config"});
   LinearBiasAdd bias_add = LinearBiasAdd::Auto;
   try {
     bias_add = parse_bias_add(lower(f.text("bias_add", "auto")));
@@ -147,7 +150,9 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   } catch (const Error& e) {
     f.bad(e.field() == "G" ? "groups" : e.field(), e.what());  // G is the manifest's "groups"
   }
-  return std::make_unique<LinearGnMinOpProblem>(p, bias_add);
+  std::optional<GnMinConfig> pinned;
+  if (f.has("config")) pinned = pinned_config(f, parse_gn_min_config);
+  return std::make_unique<LinearGnMinOpProblem>(p, bias_add, pinned);
 }
 
 }  // namespace
@@ -169,7 +174,8 @@ std::string linear_gn_min_problem_json(const LinearGnMinProblem& p, LinearBiasAd
 op::OpInfo linear_gn_min_op_info() {
   return {"linear_gn_min", "out = min(group_norm(x W^T + linear_bias), dim=1) + bias",
           "M, K, N, groups (required), dtype (f32; bf16: x and weight given as bf16), precision "
-          "(fp32, tf32, bf16-inputs or fp32x3), bias_add (auto, epilogue or kernel)",
+          "(fp32, tf32, bf16-inputs or fp32x3), bias_add (auto, epilogue or kernel), config "
+          "(none: the heuristic's or autotuning's; else the fused kernel's config text, pinned)",
           parse};
 }
 

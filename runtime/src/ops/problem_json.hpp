@@ -5,6 +5,10 @@
 
 #include <string>
 
+#include "json_text.hpp"
+#include "kjit/error.hpp"
+#include "kjit/op/registry.hpp"
+
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
@@ -14,5 +18,23 @@ namespace kjit::ops {
 std::string group_norm_problem_json(const GroupNormProblem& p);
 std::string linear_gn_min_problem_json(const LinearGnMinProblem& p, LinearBiasAdd bias_add);
 std::string layer_norm_problem_json(const LayerNormProblem& p);  // layer_norm or rms_norm
+
+// `json` (one of the objects above) with the "config" field of a problem pinned to a config:
+// what the op's parser reads back to the same pinned problem.
+inline std::string with_config(std::string json, const std::string& config) {
+  json.pop_back();  // the closing brace
+  return json + ",\"config\":" + kjit::detail::json_quote(config) + "}";
+}
+
+// The "config" field of f read by `parse` (an op's parse_*_config), its errors the field's.
+template <class Parse>
+auto pinned_config(const op::Fields& f, Parse parse) -> decltype(parse(std::string())) {
+  try {
+    return parse(f.text("config", ""));
+  } catch (const Error& e) {
+    if (e.code() != Errc::InvalidArgument) throw;
+    f.bad("config", e.what());
+  }
+}
 
 }  // namespace kjit::ops
