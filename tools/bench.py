@@ -49,21 +49,24 @@ class Kjit:
         self.lib.kjit_group_norm.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+            ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+            ctypes.c_char_p]
         self.lib.kjit_group_norm_prepare.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
-            ctypes.c_int64]
+            ctypes.c_char_p, ctypes.c_int64]
 
         self.lib.kjit_layer_norm.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+            ctypes.c_char_p]
 
         self.lib.kjit_linear_gn_min.argtypes = [
             ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+            ctypes.c_char_p]
         self.lib.kjit_linear_gn_min_prepack.argtypes = [
             ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
             ctypes.POINTER(ctypes.c_void_p)]
@@ -71,7 +74,8 @@ class Kjit:
         self.lib.kjit_linear_gn_min_packed.argtypes = [
             ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+            ctypes.c_char_p]
 
     def linear_gn_min(self, precision, x, lin, gn, bias, out, pack=None):
         """pack: a weight from prepack (split precision), used instead of lin.weight."""
@@ -82,12 +86,12 @@ class Kjit:
             self.check(self.lib.kjit_linear_gn_min_packed(
                 precision.encode(), m, k, n, gn.num_groups, x.data_ptr(), pack,
                 lin.bias.data_ptr(), gn.weight.data_ptr(), gn.bias.data_ptr(), bias.data_ptr(),
-                out.data_ptr(), gn.eps, stream, 0))
+                out.data_ptr(), gn.eps, stream, 0, None))
             return
         self.check(self.lib.kjit_linear_gn_min(
             precision.encode(), m, k, n, gn.num_groups, x.data_ptr(), lin.weight.data_ptr(),
             lin.bias.data_ptr(), gn.weight.data_ptr(), gn.bias.data_ptr(), bias.data_ptr(),
-            out.data_ptr(), gn.eps, stream, 0))
+            out.data_ptr(), gn.eps, stream, 0, None))
 
     def prepack(self, precision, weight):
         """The weight packed once for `precision` (kjit_linear_gn_min_prepack); free with
@@ -112,7 +116,7 @@ class Kjit:
         self.check(self.lib.kjit_layer_norm(
             kind.encode(), dtype.encode(), None, rows, width, 0, x.data_ptr(), None,
             y.data_ptr(), None, w.data_ptr(), b.data_ptr() if b is not None else None, eps,
-            stream, 0))
+            stream, 0, None))
 
     def group_norm(self, dtype, x, groups, w, b, y, eps=1e-5):
         n, c = x.shape[0], x.shape[1]
@@ -120,7 +124,7 @@ class Kjit:
         stream = torch.cuda.current_stream().cuda_stream
         self.check(self.lib.kjit_group_norm(
             dtype.encode(), b"nchw", n, c, s, groups, 1, x.data_ptr(), y.data_ptr(),
-            w.data_ptr(), b.data_ptr(), eps, stream, 0))
+            w.data_ptr(), b.data_ptr(), eps, stream, 0, None))
 
 
 def time_peers(row, x0, kjit_call, eager, compiled, replays):

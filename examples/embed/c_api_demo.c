@@ -11,7 +11,7 @@ int main(void) {
   char config[256];
   int rc = kjit_group_norm_prepare("f32", "nchw", /*n=*/8, /*c=*/256, /*s=*/24 * 24,
                                    /*groups=*/32, KJIT_ACTIVATION_SILU, /*affine=*/1,
-                                   /*autotune=*/0, config, (int64_t)sizeof config);
+                                   /*autotune=*/0, /*config=*/NULL, config, (int64_t)sizeof config);
   if (rc != KJIT_OK) {
     printf("c_api_demo: kjit_group_norm_prepare returned %d: %s\n", rc, kjit_last_error());
   } else {

@@ -157,6 +157,30 @@ kjit::ops::LayerNormProblem ln_problem(const char* kind, const char* dtype, cons
   return p;
 }
 
+// A call's options: eps, autotune, and the config pinned by its text (NULL: none), read by the
+// op's parse_*_config: a text that is no config of the op is InvalidArgument on field "config"
+// before any work.
+template <class Options, class Config>
+Options options(float eps, int autotune, const char* config, Config (*parse)(const std::string&)) {
+  Options o;
+  o.eps = eps;
+  o.autotune = autotune != 0;
+  if (config) o.config = parse(config);
+  return o;
+}
+kjit::ops::GroupNormOptions gn_options(float eps, int autotune, const char* config) {
+  return options<kjit::ops::GroupNormOptions>(eps, autotune, config,
+                                              kjit::ops::parse_group_norm_config);
+}
+kjit::ops::LinearGnMinOptions lgm_options(float eps, int autotune, const char* config) {
+  return options<kjit::ops::LinearGnMinOptions>(eps, autotune, config,
+                                                kjit::ops::parse_gn_min_config);
+}
+kjit::ops::LayerNormOptions ln_options(float eps, int autotune, const char* config) {
+  return options<kjit::ops::LayerNormOptions>(eps, autotune, config,
+                                              kjit::ops::parse_layer_norm_config);
+}
+
 // buf and size, checked before any work: a caller that passes a buffer gets text in it or an
 // error, never an untouched buffer.
 void check_buffer(const char* buf, int64_t size) {
@@ -188,40 +212,37 @@ const char* kjit_version(void) {
 
 int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
                     int64_t groups, int activation, const void* x, void* y, const void* weight,
-                    const void* bias, float eps, void* stream, int autotune) {
+                    const void* bias, float eps, void* stream, int autotune, const char* config) {
   return guarded([&] {
     auto p = gn_problem(dtype, layout, n, c, s, groups, activation, weight || bias);
     p.has_weight = weight != nullptr;
     p.has_bias = bias != nullptr;
-    kjit::ops::GroupNormOptions o;
-    o.eps = eps;
-    o.autotune = autotune != 0;
+    const auto o = gn_options(eps, autotune, config);
     kjit::ops::validate_call(p, x, y, weight, bias, eps);
     kjit::ops::group_norm(runtime(), p, x, y, weight, bias, o, static_cast<CUstream>(stream));
   });
 }
 
 int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
-                            int64_t groups, int activation, int affine, int autotune, char* buf,
-                            int64_t size) {
+                            int64_t groups, int activation, int affine, int autotune,
+                            const char* config, char* buf, int64_t size) {
   return guarded([&] {
     auto p = gn_problem(dtype, layout, n, c, s, groups, activation, affine != 0);
     kjit::ops::validate(p);
     check_buffer(buf, size);
-    kjit::ops::GroupNormOptions o;
-    o.autotune = autotune != 0;
+    const auto o = gn_options(kjit::ops::GroupNormOptions{}.eps, autotune, config);
     copy_text(kjit::ops::prepare_group_norm(runtime(), p, o).describe(), buf, size);
   });
 }
 
 int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,
                                       int64_t s, int64_t groups, int activation, int affine,
-                                      int autotune, void* stream, int64_t* bytes) {
+                                      int autotune, const char* config, void* stream,
+                                      int64_t* bytes) {
   return guarded([&] {
     auto p = gn_problem(dtype, layout, n, c, s, groups, activation, affine != 0);
     kjit::ops::validate(p);
-    kjit::ops::GroupNormOptions o;
-    o.autotune = autotune != 0;
+    const auto o = gn_options(kjit::ops::GroupNormOptions{}.eps, autotune, config);
     const size_t b =
         kjit::ops::reserve_group_norm_workspace(runtime(), p, o, static_cast<CUstream>(stream));
     if (bytes) *bytes = static_cast<int64_t>(b);
@@ -231,11 +252,9 @@ int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int
 int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
-                       float eps, void* stream, int autotune) {
+                       float eps, void* stream, int autotune, const char* config) {
   return guarded([&] {
-    kjit::ops::LinearGnMinOptions o;
-    o.eps = eps;
-    o.autotune = autotune != 0;
+    const auto o = lgm_options(eps, autotune, config);
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate_call(p, x, weight, linear_bias, gamma, beta, bias, out, o);
     kjit::ops::linear_gn_min(runtime(), p, x, weight, linear_bias, gamma, beta, bias, out, o,
@@ -244,15 +263,17 @@ int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, i
 }
 
 int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
-                               int64_t groups, int autotune, char* buf, int64_t size) {
+                               int64_t groups, int autotune, const char* config, char* buf,
+                               int64_t size) {
   return guarded([&] {
-    kjit::ops::LinearGnMinOptions o;
-    o.autotune = autotune != 0;
+    const auto o = lgm_options(kjit::ops::LinearGnMinOptions{}.eps, autotune, config);
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate(p);
     check_buffer(buf, size);
     auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, o);
-    copy_text(info.kernel + "; GEMM " + info.gemm_algo + " (" + info.gemm_source + ")", buf, size);
+    copy_text(info.config.describe() + "; kernel " + info.kernel + "; GEMM " + info.gemm_algo +
+                  " (" + info.gemm_source + ")",
+              buf, size);
   });
 }
 
@@ -297,12 +318,10 @@ int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack) {
 int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,
                               int64_t groups, const void* x, const kjit_linear_gn_min_pack* pack,
                               const float* linear_bias, const float* gamma, const float* beta,
-                              const float* bias, float* out, float eps, void* stream,
-                              int autotune) {
+                              const float* bias, float* out, float eps, void* stream, int autotune,
+                              const char* config) {
   return guarded([&] {
-    kjit::ops::LinearGnMinOptions o;
-    o.eps = eps;
-    o.autotune = autotune != 0;
+    const auto o = lgm_options(eps, autotune, config);
     const auto p = lgm_problem(precision, m, k, n, groups);
     kjit::ops::validate(p);
     require_live(pack);
@@ -314,7 +333,7 @@ int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64
 int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
                     int64_t width, int activation, const void* x, const void* residual, void* y,
                     void* sum, const void* weight, const void* bias, float eps, void* stream,
-                    int autotune) {
+                    int autotune, const char* config) {
   return guarded([&] {
     const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation,
                               residual != nullptr, weight != nullptr, bias != nullptr);
@@ -324,9 +343,7 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
       throw kjit::Error::invalid("sum", std::string(kind) +
                                             ": sum is given without a residual: it is written "
                                             "only as x + residual (pass NULL, or a residual)");
-    kjit::ops::LayerNormOptions o;
-    o.eps = eps;
-    o.autotune = autotune != 0;
+    const auto o = ln_options(eps, autotune, config);
     kjit::ops::validate_call(p, x, residual, y, sum, weight, bias, eps);
     kjit::ops::layer_norm(runtime(), p, x, residual, y, sum, weight, bias, o,
                           static_cast<CUstream>(stream));
@@ -335,7 +352,7 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
 
 int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
                             int64_t rows, int64_t width, int activation, int residual, int weight,
-                            int bias, int autotune, char* buf, int64_t size) {
+                            int bias, int autotune, const char* config, char* buf, int64_t size) {
   return guarded([&] {
     const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation, residual != 0,
                               weight != 0, bias != 0);
@@ -343,8 +360,7 @@ int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* par
     check_buffer(buf, size);
     // The options kjit_layer_norm calls with, so that it finds these plans (the eps does not
     // choose a plan).
-    kjit::ops::LayerNormOptions o;
-    o.autotune = autotune != 0;
+    const auto o = ln_options(kjit::ops::LayerNormOptions{}.eps, autotune, config);
     copy_text(kjit::ops::prepare_layer_norm(runtime(), p, o).describe(), buf, size);
   });
 }

@@ -20,7 +20,8 @@ TEST_CASE("kjit_group_norm: bad arguments are invalid_argument, named, before an
   alignas(16) static float buf[1024];
   auto call = [&](const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s, int64_t g,
                   const void* x, void* y, float eps) {
-    return kjit_group_norm(dtype, layout, n, c, s, g, 1, x, y, nullptr, nullptr, eps, nullptr, 0);
+    return kjit_group_norm(dtype, layout, n, c, s, g, 1, x, y, nullptr, nullptr, eps, nullptr, 0,
+                           nullptr);
   };
   CHECK(call("f32", "nchw", 2, 8, 4, 0, buf, buf + 512, 1e-5f) == kInvalidArgument);
   CHECK(last_error_has("groups = 0"));
@@ -37,18 +38,20 @@ TEST_CASE("kjit_group_norm: bad arguments are invalid_argument, named, before an
   CHECK(call("f32", "NCHW", 2, 8, 4, 2, buf, buf + 512, 1e-5f) == kInvalidArgument);
   CHECK(last_error_has("layout 'NCHW'"));
   char text[64];
-  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 5, 1, 1, 0, text, 64) == kInvalidArgument);
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 5, 1, 1, 0, nullptr, text, 64) ==
+        kInvalidArgument);
   CHECK(last_error_has("divisible"));
   // A valid problem gets past validation: prepare then fails only for want of a driver (or, on
   // a machine with a GPU, compiles). No call with these host buffers is ever enqueued.
-  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, text, 64) != kInvalidArgument);
-  int64_t bytes = -1;
-  CHECK(kjit_group_norm_reserve_workspace("f32", "nhwc", 2, 8, 4, 3, 1, 1, 0, nullptr, &bytes) ==
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, text, 64) !=
         kInvalidArgument);
+  int64_t bytes = -1;
+  CHECK(kjit_group_norm_reserve_workspace("f32", "nhwc", 2, 8, 4, 3, 1, 1, 0, nullptr, nullptr,
+                                          &bytes) == kInvalidArgument);
   CHECK(last_error_has("divisible"));
   CHECK(bytes == -1);  // untouched on failure
-  CHECK(kjit_group_norm_reserve_workspace("bf8", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, &bytes) ==
-        kInvalidArgument);
+  CHECK(kjit_group_norm_reserve_workspace("bf8", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, nullptr,
+                                          &bytes) == kInvalidArgument);
   CHECK(last_error_has("bf8"));
 }
 
@@ -57,7 +60,7 @@ TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before
   auto call = [&](const char* precision, int64_t m, int64_t k, int64_t n, int64_t g,
                   const float* gamma) {
     return kjit_linear_gn_min(precision, m, k, n, g, buf, buf + 64, buf + 128, gamma, buf + 192,
-                              buf + 256, buf + 512, 1e-5f, nullptr, 0);
+                              buf + 256, buf + 512, 1e-5f, nullptr, 0, nullptr);
   };
   CHECK(call("fp32", -5, 8, 8, 2, buf + 160) == kInvalidArgument);
   CHECK(last_error_has("M = -5"));
@@ -68,7 +71,7 @@ TEST_CASE("kjit_linear_gn_min: bad arguments are invalid_argument, named, before
   CHECK(call("fp32", 4, 8, 8, 2, nullptr) == kInvalidArgument);
   CHECK(last_error_has("gamma is null"));
   char text[64];
-  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 3, 0, text, 64) == kInvalidArgument);
+  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 3, 0, nullptr, text, 64) == kInvalidArgument);
   CHECK(kjit_linear_gn_min_reserve_workspace("fp32", 4, 8, 8, 3, nullptr) == kInvalidArgument);
   CHECK(last_error_has("divisible"));
   CHECK(kjit_linear_gn_min_reserve_workspace(nullptr, 4, 8, 8, 2, nullptr) == kInvalidArgument);
@@ -91,12 +94,12 @@ TEST_CASE("kjit_linear_gn_min_prepack / _packed: bad arguments are invalid_argum
   CHECK(kjit_linear_gn_min_prepack("fp32x3", 8, 8, buf, nullptr, nullptr) == kInvalidArgument);
   CHECK(last_error_has("pack must not be NULL"));
   CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 2, buf, nullptr, buf + 128, buf + 160,
-                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr,
-                                  0) == kInvalidArgument);
+                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr, 0,
+                                  nullptr) == kInvalidArgument);
   CHECK(last_error_has("pack must not be NULL"));
   CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 3, buf, nullptr, buf + 128, buf + 160,
-                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr,
-                                  0) == kInvalidArgument);
+                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr, 0,
+                                  nullptr) == kInvalidArgument);
   CHECK(last_error_has("divisible"));
   CHECK(kjit_linear_gn_min_pack_free(nullptr) == KJIT_OK);
   // A handle prepack never made (as a freed one is): refused, never read or deleted.
@@ -104,7 +107,8 @@ TEST_CASE("kjit_linear_gn_min_prepack / _packed: bad arguments are invalid_argum
   CHECK(kjit_linear_gn_min_pack_free(fake) == kInvalidArgument);
   CHECK(last_error_has("pack is not a live pack of kjit_linear_gn_min_prepack"));
   CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 2, buf, fake, buf + 128, buf + 160, buf + 192,
-                                  buf + 256, buf + 512, 1e-5f, nullptr, 0) == kInvalidArgument);
+                                  buf + 256, buf + 512, 1e-5f, nullptr, 0,
+                                  nullptr) == kInvalidArgument);
   CHECK(last_error_has("pack is not a live pack"));
 }
 
@@ -120,15 +124,15 @@ TEST_CASE("kjit_group_norm: the activation constants; an unknown one is named") 
   for (int bad : {-1, 5, 1000}) {
     CAPTURE(bad);
     CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, bad, buf, buf + 512, nullptr, nullptr, 1e-5f,
-                          nullptr, 0) == kInvalidArgument);
+                          nullptr, 0, nullptr) == kInvalidArgument);
     CHECK(last_error_has(("activation = " + std::to_string(bad)).c_str()));
     CHECK(last_error_has("KJIT_ACTIVATION_"));
     char text[64];
-    CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, bad, 1, 0, text, 64) ==
+    CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, bad, 1, 0, nullptr, text, 64) ==
           kInvalidArgument);
     CHECK(last_error_has(("activation = " + std::to_string(bad)).c_str()));
     int64_t bytes = -1;
-    CHECK(kjit_group_norm_reserve_workspace("f32", "nchw", 2, 8, 4, 2, bad, 1, 0, nullptr,
+    CHECK(kjit_group_norm_reserve_workspace("f32", "nchw", 2, 8, 4, 2, bad, 1, 0, nullptr, nullptr,
                                             &bytes) == kInvalidArgument);
     CHECK(bytes == -1);
   }
@@ -137,7 +141,7 @@ TEST_CASE("kjit_group_norm: the activation constants; an unknown one is named") 
                 KJIT_ACTIVATION_GELU, KJIT_ACTIVATION_RELU}) {
     CAPTURE(a);
     char text[128];
-    CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, a, 1, 0, text, 128) !=
+    CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, a, 1, 0, nullptr, text, 128) !=
           kInvalidArgument);
   }
 }
@@ -146,14 +150,16 @@ TEST_CASE("kjit_group_norm: the activation constants; an unknown one is named") 
 // buffer as the answer); the codes are the header's.
 TEST_CASE("prepare: a buffer needs a positive size; the codes are named in the header") {
   char text[8] = "unset";
-  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, text, 0) == kInvalidArgument);
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, text, 0) ==
+        kInvalidArgument);
   CHECK(last_error_has("size = 0 must be > 0 when buf is not NULL"));
-  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, text, -1) == kInvalidArgument);
-  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 2, 0, text, 0) == kInvalidArgument);
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, text, -1) ==
+        kInvalidArgument);
+  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 2, 0, nullptr, text, 0) == kInvalidArgument);
   CHECK(last_error_has("size = 0"));
   CHECK(std::string(text) == "unset");
   // No buffer at all is fine: the plan is built, the text dropped (here: no driver, or a GPU).
-  const int rc = kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, 0);
+  const int rc = kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, nullptr, 0);
   CHECK(rc != kInvalidArgument);
   CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
   CHECK(KJIT_ERR_IO == 11);
@@ -167,26 +173,27 @@ TEST_CASE("kjit_group_norm / kjit_layer_norm: overlapping or unused operands are
   alignas(16) static float buf[1024];
   // x [2, 8, 4] = 64 floats at buf, y at buf + 512; weight and bias [8].
   CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 520, nullptr, 1e-5f,
-                        nullptr, 0) == kInvalidArgument);
+                        nullptr, 0, nullptr) == kInvalidArgument);
   CHECK(last_error_has("y and weight overlap"));
   CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 256, buf + 575, 1e-5f,
-                        nullptr, 0) == kInvalidArgument);
+                        nullptr, 0, nullptr) == kInvalidArgument);
   CHECK(last_error_has("y and bias overlap"));
   // Disjoint: on to the driver, which only a machine without a GPU may reach: with one, the kernel
   // would read these host arrays, an illegal address that fails every later call of the process
   // (the H200 machine: the next prepare's cuModuleLoadData gave CUDA_ERROR_ILLEGAL_ADDRESS).
-  const int probe = kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, 0);
+  const int probe =
+      kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, nullptr, nullptr, 0);
   if (probe == KJIT_ERR_NO_DRIVER || probe == KJIT_ERR_NO_DEVICE)
     CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, buf + 256, buf + 576, 1e-5f,
-                          nullptr, 0) != kInvalidArgument);
+                          nullptr, 0, nullptr) != kInvalidArgument);
   CHECK(kjit_layer_norm("layer_norm", "f32", nullptr, 4, 16, 0, buf, nullptr, buf + 512, buf + 256,
-                        nullptr, nullptr, 1e-5f, nullptr, 0) == kInvalidArgument);
+                        nullptr, nullptr, 1e-5f, nullptr, 0, nullptr) == kInvalidArgument);
   CHECK(last_error_has("sum is given without a residual"));
   // y's range ends past 2^64: refused, rather than wrapping around to look disjoint from x.
   const auto wrapped = reinterpret_cast<void*>(~uintptr_t{0} - 63);
   CHECK(kjit_layer_norm("rms_norm", "f32", nullptr, 4, 16, 0, reinterpret_cast<void*>(0x100),
-                        nullptr, wrapped, nullptr, nullptr, nullptr, 1e-5f, nullptr,
-                        0) == kInvalidArgument);
+                        nullptr, wrapped, nullptr, nullptr, nullptr, 1e-5f, nullptr, 0,
+                        nullptr) == kInvalidArgument);
   CHECK(last_error_has("y (256 bytes) ends past the top of the address space"));
 }
 
@@ -198,7 +205,7 @@ TEST_CASE(
   auto prep = [&](const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
                   int64_t width, int activation, int bias, int64_t size) {
     return kjit_layer_norm_prepare(kind, dtype, param_dtype, rows, width, activation, 1, 1, bias, 0,
-                                   text, size);
+                                   nullptr, text, size);
   };
   struct Bad {
     const char *kind, *dtype;
@@ -223,5 +230,46 @@ TEST_CASE(
   const int rc = prep("rms_norm", "bf16", "f32", 4, 64, KJIT_ACTIVATION_SILU, 0, 128);
   CAPTURE(std::string(kjit_last_error()));  // an error's words, on a GPU machine
   CHECK(rc != kInvalidArgument);
+  CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
+}
+
+// config: a text that is no config of the op is refused, naming the word, by every call and
+// prepare before the runtime; a config's text gets past (no driver here, or it compiles).
+TEST_CASE(
+    "config: a text that is no config of the op is invalid_argument, named, before any "
+    "device use") {
+  alignas(16) static float buf[1024];
+  char text[128] = "unset";
+  const char* ln_bad = "threads=256 team=32 vec=4 iters=1 clusters=1";
+  CHECK(kjit_layer_norm("layer_norm", "f32", nullptr, 4, 16, 0, buf, nullptr, buf + 512, nullptr,
+                        nullptr, nullptr, 1e-5f, nullptr, 0, ln_bad) == kInvalidArgument);
+  CHECK(last_error_has("layer_norm config: cluster=<integer> is missing"));
+  CHECK(kjit_layer_norm_prepare("rms_norm", "f32", nullptr, 4, 16, 0, 0, 1, 0, 1, "", text, 128) ==
+        kInvalidArgument);
+  CHECK(last_error_has("layer_norm config: the text is empty"));
+  const char* gn_bad = "threads=256 team=256 vec=4 iters=4 cluster=1 stream split";
+  CHECK(kjit_group_norm("f32", "nchw", 2, 8, 4, 2, 1, buf, buf + 512, nullptr, nullptr, 1e-5f,
+                        nullptr, 0, gn_bad) == kInvalidArgument);
+  CHECK(last_error_has("group_norm config: the words \"stream split\" name no family"));
+  CHECK(kjit_group_norm_prepare("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, gn_bad, text, 128) ==
+        kInvalidArgument);
+  CHECK(last_error_has("name no family"));
+  int64_t bytes = -1;
+  CHECK(kjit_group_norm_reserve_workspace("f32", "nchw", 2, 8, 4, 2, 1, 1, 0, "threads=x", nullptr,
+                                          &bytes) == kInvalidArgument);
+  CHECK(last_error_has("\"threads=x\": the value must be a decimal integer"));
+  CHECK(bytes == -1);
+  const char* lgm_bad = "threads=256 slice=32 sub=4 seq=2 vec=4 smem";
+  CHECK(kjit_linear_gn_min("fp32", 4, 8, 8, 2, buf, buf + 64, buf + 128, buf + 160, buf + 192,
+                           buf + 256, buf + 512, 1e-5f, nullptr, 0, lgm_bad) == kInvalidArgument);
+  CHECK(last_error_has("linear_gn_min config: unknown word \"smem\""));
+  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 2, 1, lgm_bad, text, 128) == kInvalidArgument);
+  CHECK(last_error_has("unknown word \"smem\""));
+  CHECK(std::string(text) == "unset");
+  // A config's text gets past validation: prepare reaches the runtime (no driver here; on a GPU
+  // machine it compiles, or refuses a config that cannot run the problem, naming config).
+  const int rc = kjit_layer_norm_prepare("layer_norm", "f32", nullptr, 4, 256, 0, 0, 1, 1, 0,
+                                         "threads=256 team=32 vec=4 iters=2 cluster=1", text, 128);
+  CAPTURE(std::string(kjit_last_error()));
   CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
 }

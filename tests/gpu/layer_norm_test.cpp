@@ -728,10 +728,11 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
   auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, w));
   kjit::DeviceBuffer dy(rt, n * 2);
   auto call = [&] {
-    return kjit_layer_norm(
-        "rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
-        reinterpret_cast<void*>(dx.ptr()), nullptr, reinterpret_cast<void*>(dy.ptr()), nullptr,
-        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream), 0);
+    return kjit_layer_norm("rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
+                           reinterpret_cast<void*>(dx.ptr()), nullptr,
+                           reinterpret_cast<void*>(dy.ptr()), nullptr,
+                           reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f,
+                           static_cast<CUstream>(stream), 0, nullptr);
   };
   int rc = -1;
   {
@@ -741,7 +742,7 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
   CHECK(std::string(kjit_last_error()).find("prepare_layer_norm") != std::string::npos);
   char text[128];
   REQUIRE(kjit_layer_norm_prepare("rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH, 0,
-                                  1, 0, 0, text, sizeof text) == KJIT_OK);
+                                  1, 0, 0, nullptr, text, sizeof text) == KJIT_OK);
   CHECK(std::string(text) == kjit::ops::prepare_layer_norm(rt, p).describe());
   kjit::Graph graph(rt, stream, [&] { rc = call(); });
   CHECK(rc == KJIT_OK);
@@ -756,10 +757,11 @@ TEST_CASE("layer_norm through the C ABI: kjit_layer_norm_prepare makes the call 
   // The prepare built the in-place plan too: y over x captures as well.
   rc = -1;
   kjit::Graph in_place(rt, stream, [&] {
-    rc = kjit_layer_norm(
-        "rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
-        reinterpret_cast<void*>(dx.ptr()), nullptr, reinterpret_cast<void*>(dx.ptr()), nullptr,
-        reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f, static_cast<CUstream>(stream), 0);
+    rc = kjit_layer_norm("rms_norm", "bf16", "f32", 6, 1000, KJIT_ACTIVATION_GELU_TANH,
+                         reinterpret_cast<void*>(dx.ptr()), nullptr,
+                         reinterpret_cast<void*>(dx.ptr()), nullptr,
+                         reinterpret_cast<void*>(dw.ptr()), nullptr, 1e-6f,
+                         static_cast<CUstream>(stream), 0, nullptr);
   });
   CHECK(rc == KJIT_OK);
 }
@@ -794,7 +796,7 @@ TEST_CASE("layer_norm through the C ABI: autotune tunes, stores and runs the tun
   auto call = [&](int64_t wd) {
     return kjit_layer_norm("layer_norm", "f16", nullptr, rows, wd, KJIT_ACTIVATION_NONE, ptr(dx),
                            nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), 1e-5f,
-                           static_cast<CUstream>(stream), 1);
+                           static_cast<CUstream>(stream), 1, nullptr);
   };
   kjit::ops::LayerNormOptions tuned;
   tuned.autotune = true;
@@ -810,7 +812,7 @@ TEST_CASE("layer_norm through the C ABI: autotune tunes, stores and runs the tun
   REQUIRE(kjit::ops::layer_norm_candidates(p, kjit::Target::of(rt), true).size() > 2);
   char text[128];
   REQUIRE(kjit_layer_norm_prepare("layer_norm", "f16", nullptr, rows, width, KJIT_ACTIVATION_NONE,
-                                  0, 1, 1, 0, text, sizeof text) == KJIT_OK);
+                                  0, 1, 1, 0, nullptr, text, sizeof text) == KJIT_OK);
   const char* env = std::getenv("KJIT_AUTOTUNE");
   int rc = -1;
   if (!(env && std::string(env) == "1")) {  // (where it is, the untuned prepare tuned too)
@@ -818,7 +820,7 @@ TEST_CASE("layer_norm through the C ABI: autotune tunes, stores and runs the tun
     CHECK(rc == KJIT_ERR_CAPTURE_COMPILE);
   }
   REQUIRE(kjit_layer_norm_prepare("layer_norm", "f16", nullptr, rows, width, KJIT_ACTIVATION_NONE,
-                                  0, 1, 1, 1, text, sizeof text) == KJIT_OK);
+                                  0, 1, 1, 1, nullptr, text, sizeof text) == KJIT_OK);
   const auto prepared = recall(width);
   CHECK(std::get<0>(prepared) == text);
   if (std::get<2>(prepared)) CHECK(std::get<1>(prepared) <= 2);
@@ -838,6 +840,58 @@ TEST_CASE("layer_norm through the C ABI: autotune tunes, stores and runs the tun
   const auto called = recall(width - 8);
   if (std::get<2>(called)) CHECK(std::get<1>(called) <= 2);
   if (!std::get<2>(prepared)) MESSAGE("the default disk cache is not writable: nothing to recall");
+}
+
+// The C ABI's config argument pins the call to a config's text, as LayerNormOptions::config
+// does: for every candidate of a problem (width from the seed: no other test's), the prepare
+// given that text writes the same text back, and the call given it computes the norm (a call
+// ignoring the argument would still compute it, but the prepare's text would be the
+// heuristic's). A text the op reads but cannot run the problem with is refused, naming config.
+TEST_CASE("layer_norm through the C ABI: config pins every candidate") {
+  auto& rt = runtime();
+  kjit::Stream stream(rt);
+  const int64_t rows = 37, width = 3000 + 8 * static_cast<int64_t>(kjit_test::seed() % 64);
+  CAPTURE(width);
+  const size_t n = static_cast<size_t>(rows * width);
+  const LayerNormProblem p = LayerNormProblem::layer_norm(rows, width, DType::F32);
+  const auto x = kjit::host::random_normal(DType::F32, n, 1.f, 2.f, kjit_test::seed());
+  const auto w = kjit::host::random_normal(DType::F32, width, 1.f, 0.2f, 11);
+  const auto b = kjit::host::random_normal(DType::F32, width, 0.f, 0.2f, 12);
+  const auto ref = kjit::reference::layer_norm(p, x, nullptr, w.data(), b.data(), 1e-5);
+  auto bytes = [](const std::vector<float>& v) { return kjit::host::to_bytes(DType::F32, v); };
+  auto dx = kjit::DeviceBuffer::from_host(rt, bytes(x));
+  auto dw = kjit::DeviceBuffer::from_host(rt, bytes(w));
+  auto db = kjit::DeviceBuffer::from_host(rt, bytes(b));
+  kjit::DeviceBuffer dy(rt, n * 4);
+  auto ptr = [](const kjit::DeviceBuffer& d) { return reinterpret_cast<void*>(d.ptr()); };
+  const auto cands = kjit::ops::layer_norm_candidates(p, kjit::Target::of(rt), true);
+  REQUIRE(cands.size() > 2);
+  const std::string heuristic = kjit::ops::prepare_layer_norm(rt, p).describe();
+  int differ = 0;
+  for (const LayerNormConfig& c : cands) {
+    const std::string want = c.describe();
+    CAPTURE(want);
+    char text[128] = "";
+    REQUIRE(kjit_layer_norm_prepare("layer_norm", "f32", nullptr, rows, width, KJIT_ACTIVATION_NONE,
+                                    0, 1, 1, 0, want.c_str(), text, sizeof text) == KJIT_OK);
+    CHECK(std::string(text) == want);
+    differ += want != heuristic;
+    dy.fill_bytes(0xFF);
+    REQUIRE(kjit_layer_norm("layer_norm", "f32", nullptr, rows, width, KJIT_ACTIVATION_NONE,
+                            ptr(dx), nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), 1e-5f,
+                            static_cast<CUstream>(stream), 0, want.c_str()) == KJIT_OK);
+    stream.synchronize();
+    const auto e = kjit::host::compare(dy.to_host<float>(n), ref.y, 1e-4, 1e-4);
+    CHECK(e.nonfinite == 0);
+    CHECK(e.allclose);
+  }
+  CHECK(differ > 0);
+  // A text of the op that cannot run this row: 32 threads of 1 vector do not cover it.
+  CHECK(kjit_layer_norm("layer_norm", "f32", nullptr, rows, width, KJIT_ACTIVATION_NONE, ptr(dx),
+                        nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), 1e-5f,
+                        static_cast<CUstream>(stream), 0,
+                        "threads=32 team=32 vec=4 iters=1 cluster=1") == KJIT_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(kjit_last_error()).find("config") != std::string::npos);
 }
 
 // One long row runs with replicas (each writes a share of the row) where no output aliases an

@@ -1352,7 +1352,8 @@ TEST_CASE("linear_gn_min fp32x3 through the C ABI: prepack, packed calls, refusa
   REQUIRE(cp != nullptr);
   auto packed_call = [&](int64_t n, const kjit_linear_gn_min_pack* with) {
     return kjit_linear_gn_min_packed("fp32x3", d.M, d.K, n, d.G, dev.xp(), with, dev.lbp(),
-                                     dev.gp(), dev.bp(), dev.biasp(), dev.outp(), d.eps, s, 0);
+                                     dev.gp(), dev.bp(), dev.biasp(), dev.outp(), d.eps, s, 0,
+                                     nullptr);
   };
   dev.out.fill_bytes(0xFF);
   kjit::synchronize(rt);
@@ -1365,8 +1366,8 @@ TEST_CASE("linear_gn_min fp32x3 through the C ABI: prepack, packed calls, refusa
   CHECK(packed_call(d.N / 2, cp) == KJIT_ERR_INVALID_ARGUMENT);
   CHECK(std::string(kjit_last_error()).find("N=96 K=300 fp32x3") != std::string::npos);
   CHECK(kjit_linear_gn_min_packed("fp32", d.M, d.K, d.N, d.G, dev.xp(), cp, dev.lbp(), dev.gp(),
-                                  dev.bp(), dev.biasp(), dev.outp(), d.eps, s,
-                                  0) == KJIT_ERR_INVALID_ARGUMENT);
+                                  dev.bp(), dev.biasp(), dev.outp(), d.eps, s, 0,
+                                  nullptr) == KJIT_ERR_INVALID_ARGUMENT);
   kjit_linear_gn_min_pack* none = nullptr;
   CHECK(kjit_linear_gn_min_prepack("fp32", d.N, d.K, static_cast<const float*>(dev.wp()), s,
                                    &none) == KJIT_ERR_INVALID_ARGUMENT);

@@ -43,19 +43,29 @@ enum {
 const char* kjit_last_error(void);
 const char* kjit_version(void);
 
+/* autotune and config, in every call and prepare: autotune nonzero times the op's candidates once
+ * per problem (stored in the disk cache, reused by later processes without timing; also under
+ * KJIT_AUTOTUNE=1). config NULL: the heuristic's config, or autotuning's; else a config's text as
+ * the prepare functions write it (for Linear-GN-min, the text before the first ';') or kjit-bench
+ * --sweep lists it ("threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4"; docs/OPS.md),
+ * pinned: it wins over autotune. A text that is no config of the op is KJIT_ERR_INVALID_ARGUMENT
+ * naming the word and the rule; a config that cannot run the problem is one naming the config,
+ * its field and the rule. A call finds the plan a prepare built only when both pass the same
+ * autotune and config. */
+
 /* dtype: "f32" | "f16" | "bf16" (params use the same dtype); layout: "nchw" | "nhwc";
  * activation: one of KJIT_ACTIVATION_*.
  * weight/bias may be NULL (no affine). stream: a CUstream / cudaStream_t (NULL = legacy). */
 int kjit_group_norm(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
                     int64_t groups, int activation, const void* x, void* y, const void* weight,
-                    const void* bias, float eps, void* stream, int autotune);
+                    const void* bias, float eps, void* stream, int autotune, const char* config);
 
 /* Compile and load ahead (so a later call inside a graph capture compiles nothing). Writes the
  * chosen config as text into buf when buf is not NULL: size must then be > 0, and a buf too small
  * for the text is KJIT_ERR_INVALID_ARGUMENT naming the size needed (nothing is written). */
 int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, int64_t c, int64_t s,
-                            int64_t groups, int activation, int affine, int autotune, char* buf,
-                            int64_t size);
+                            int64_t groups, int activation, int affine, int autotune,
+                            const char* config, char* buf, int64_t size);
 
 /* Give `stream` the workspaces a split, coop or pipe plan of this problem uses (see docs/API.md;
  * coop and pipe plans also need barrier words), so that a graph captured on it without a call
@@ -63,7 +73,8 @@ int kjit_group_norm_prepare(const char* dtype, const char* layout, int64_t n, in
  * *bytes when not NULL (0: the plan needs no workspace). */
 int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int64_t n, int64_t c,
                                       int64_t s, int64_t groups, int activation, int affine,
-                                      int autotune, void* stream, int64_t* bytes);
+                                      int autotune, const char* config, void* stream,
+                                      int64_t* bytes);
 
 /* Linear -> GroupNorm -> min -> + bias. precision: "fp32" | "tf32" | "bf16-inputs" (x, weight
  * bf16) | "fp32x3" (split precision on FP16 tensor cores: strict-FP32-class accuracy; W split on
@@ -72,10 +83,13 @@ int kjit_group_norm_reserve_workspace(const char* dtype, const char* layout, int
 int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, int64_t groups,
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
-                       float eps, void* stream, int autotune);
-/* As kjit_group_norm_prepare: the kernel and GEMM chosen, as text into buf. */
+                       float eps, void* stream, int autotune, const char* config);
+/* As kjit_group_norm_prepare: the plan chosen, as text into buf: the fused kernel's config (what
+ * config takes), then "; kernel " and its instantiation, then "; GEMM " and cuBLASLt's algorithm.
+ * The GEMM is not pinned by config: autotuning (or the heuristic) picks it. */
 int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
-                               int64_t groups, int autotune, char* buf, int64_t size);
+                               int64_t groups, int autotune, const char* config, char* buf,
+                               int64_t size);
 /* Allocate kjit's workspace for `stream` ahead (a call captured into a graph on a stream without
  * one is refused with capture_compile). */
 int kjit_linear_gn_min_reserve_workspace(const char* precision, int64_t m, int64_t k, int64_t n,
@@ -99,27 +113,28 @@ int kjit_linear_gn_min_pack_free(kjit_linear_gn_min_pack* pack);
 int kjit_linear_gn_min_packed(const char* precision, int64_t m, int64_t k, int64_t n,
                               int64_t groups, const void* x, const kjit_linear_gn_min_pack* pack,
                               const float* linear_bias, const float* gamma, const float* beta,
-                              const float* bias, float* out, float eps, void* stream, int autotune);
+                              const float* bias, float* out, float eps, void* stream, int autotune,
+                              const char* config);
 
 /* LayerNorm or RMSNorm over the last dimension of x [rows, width], row-major (docs/OPS.md).
  * kind: "layer_norm" | "rms_norm"; dtype: "f32" | "f16" | "bf16" (x, residual, y, sum);
  * param_dtype: NULL (the dtype) or "f32"; activation: one of KJIT_ACTIVATION_*. residual NULL:
  * y = act(norm(x)); else sum = x + residual (in dtype) is written to sum and y = act(norm(sum)).
  * weight, bias: [width] or NULL (none; rms_norm takes no bias). autotune nonzero: time the
- * candidates once per problem (stored in the disk cache, reused without timing), as
- * kjit_group_norm's; also under KJIT_AUTOTUNE=1. */
+ * candidates once per problem, as kjit_group_norm's; config as above. */
 int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype, int64_t rows,
                     int64_t width, int activation, const void* x, const void* residual, void* y,
                     void* sum, const void* weight, const void* bias, float eps, void* stream,
-                    int autotune);
+                    int autotune, const char* config);
 /* Compile and load what kjit_layer_norm of this problem launches with 16-byte aligned pointers
  * (any width), in place or not, so that such a call, also inside a graph capture, compiles
- * nothing. residual, weight, bias: nonzero when the call passes them; autotune: as the call
- * will pass it (a tuned call finds the plan that a tuned prepare built). Writes the chosen config
+ * nothing. residual, weight, bias: nonzero when the call passes them; autotune and config: as
+ * the call will pass them (a tuned call finds the plan that a tuned prepare built). Writes the
+ * chosen config
  * as text into buf as kjit_group_norm_prepare does. */
 int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
                             int64_t rows, int64_t width, int activation, int residual, int weight,
-                            int bias, int autotune, char* buf, int64_t size);
+                            int bias, int autotune, const char* config, char* buf, int64_t size);
 
 #ifdef __cplusplus
 }
