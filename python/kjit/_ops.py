@@ -139,19 +139,21 @@ def _into(out, y):
 # --- GroupNorm ---------------------------------------------------------------------------------
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *, out=None,
-               stream=None):
+               stream=None, config=None):
     """act(F.group_norm(x, num_groups, weight, bias, eps)) for x of shape [N, C, *] (any rank >= 2),
     contiguous (NCHW) or channels_last (NHWC), float32/float16/bfloat16 (statistics in fp32);
     weight and bias [C] of x's dtype or float32, or None. activation: "silu" (default), "none",
-    "gelu", "gelu_tanh", "relu". Returns out (allocated like x unless given)."""
+    "gelu", "gelu_tanh", "relu". config: None (the heuristic's, or autotuning's), or a config's
+    text as kjit.prepare returns it, pinned. Returns out (allocated like x unless given)."""
     if _compiling is not None and _compiling():  # the custom op's schema types its arguments
-        return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation))
+        return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation,
+                                                config))
     if type(num_groups) is not int or type(eps) is not float:
         _no_bools("kjit.group_norm", (("num_groups", num_groups),), (("eps", eps),))
-    return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream)
+    return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream, config)
 
 
-def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
+def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream, config=None):
     # The hot path: each helper call saved here is ~50 ns of a call that costs ~10 us in all.
     try:
         act = _activations[activation]
@@ -167,7 +169,7 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
                 out = sys.modules["torch"].empty_like(x)
             except Exception:
                 _explain(lambda: _native.group_norm(dl(x), None, dl(weight), dl(bias), num_groups,
-                                                    eps, act, auto, 0))
+                                                    eps, act, auto, 0, config))
                 raise
         if stream is None:
             dev = x.get_device()
@@ -183,12 +185,12 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
                 out = empty_like(x)
             except Exception:
                 _explain(lambda: _native.group_norm(x, None, weight, bias, num_groups, eps, act,
-                                                    auto, 0))
+                                                    auto, 0, config))
                 raise
         s = 0 if stream is None else stream_handle(stream)
         xd, od, wd, bd = x, out, weight, bias
     try:
-        _native.group_norm(xd, od, wd, bd, num_groups, eps, act, auto, s)
+        _native.group_norm(xd, od, wd, bd, num_groups, eps, act, auto, s, config)
     except TypeError:
         _check_scalars("kjit.group_norm", (("num_groups", num_groups),), (("eps", eps),))
         raise
@@ -196,7 +198,7 @@ def _group_norm(x, num_groups, weight, bias, eps, activation, out, stream):
 
 
 def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu", *,
-                        out=None, stream=None):
+                        out=None, stream=None, config=None):
     # Every argument the call takes is checked as the call checks it (out= too), all before
     # the device's runtime is made.
     ints, floats = (("num_groups", num_groups),), (("eps", eps),)
@@ -204,34 +206,35 @@ def _prepare_group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activat
     x, out, weight, bias = plain(x), plain(out), plain(weight), plain(bias)
     return _checked("kjit.prepare(group_norm)", ints, floats, _native.prepare_group_norm, x, out,
                     weight, bias, num_groups, eps, _activation(activation), _autotune(),
-                    stream_for(x, stream))
+                    stream_for(x, stream), config)
 
 
 # --- Linear -> GroupNorm -> min -> + bias --------------------------------------------------------
 
 def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
-                  precision=None, *, out=None, stream=None):
+                  precision=None, *, out=None, stream=None, config=None):
     """torch.min(GroupNorm(x @ weight.T + linear_bias), dim=1, keepdim=True)[0] + bias, as the
     seed module computes it: x [M, K], weight [N, K] (float32; bfloat16 with
     precision="bf16-inputs") or a kjit.LinearGnMinWeights from kjit.prepack_linear_gn_min,
     linear_bias, gamma, beta [N] and bias (N elements, e.g. (1, N, 1, 1)) float32. Returns
     PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32" (strict, the
     default for a weight tensor), "tf32", "bf16-inputs" or "fp32x3" (split precision,
-    docs/OPS.md); a packed weight's own by default, and any other is refused. Inside
+    docs/OPS.md); a packed weight's own by default, and any other is refused. config: None, or
+    the fused kernel's config text (kjit.prepare's text before the first ";"), pinned. Inside
     torch.compile, a call with a packed weight runs outside the compiled graph."""
     if (type(num_groups) is not int or type(eps) is not float) and not (
             _compiling is not None and _compiling()):  # the custom op's schema types them
         _no_bools("kjit.linear_gn_min", (("num_groups", num_groups),), (("eps", eps),))
     if isinstance(weight, _native.LinearGnMinWeights):
         return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps,
-                              precision, out, stream)
+                              precision, out, stream, config)
     if precision is None:
         precision = "fp32"
     if _compiling is not None and _compiling():
         return _into(out, _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias,
-                                                   num_groups, eps, precision))
+                                                   num_groups, eps, precision, config))
     return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision,
-                          out, stream)
+                          out, stream, config)
 
 
 def prepack_linear_gn_min(weight, precision="fp32x3", *, stream=None):
@@ -280,7 +283,7 @@ def _lgm_buffers(x, weight, num_groups, prec, packed, out, stream):
 
 
 def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision, out,
-                   stream):
+                   stream, config=None):
     packed = isinstance(weight, _native.LinearGnMinWeights)
     if precision is None and packed:
         prec = weight._precision_code
@@ -294,12 +297,13 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
         out, workspace = _lgm_buffers(x, weight, num_groups, prec, packed, out, stream)
     except Exception:
         _explain(lambda: call(dl(x), weight if packed else dl(weight), dl(linear_bias), dl(gamma),
-                              dl(beta), dl(bias), None, None, num_groups, eps, prec, False, 0))
+                              dl(beta), dl(bias), None, None, num_groups, eps, prec, False, 0,
+                              config))
         raise
     s = stream_for(x, stream)
     try:
         call(dl(x), weight if packed else dl(weight), dl(linear_bias), dl(gamma), dl(beta),
-             dl(bias), dl(out), dl(workspace), num_groups, eps, prec, _autotune(), s)
+             dl(bias), dl(out), dl(workspace), num_groups, eps, prec, _autotune(), s, config)
     except TypeError:
         _check_scalars("kjit.linear_gn_min", (("num_groups", num_groups),), (("eps", eps),))
         raise
@@ -307,7 +311,7 @@ def _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, p
 
 
 def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-5,
-                           precision=None, *, out=None, stream=None):
+                           precision=None, *, out=None, stream=None, config=None):
     ints, floats = (("num_groups", num_groups),), (("eps", eps),)
     _no_bools("kjit.prepare(linear_gn_min)", ints, floats)
     x, weight, linear_bias, gamma, beta, bias, out = (
@@ -319,7 +323,7 @@ def _prepare_linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups
         prec = _precision(precision)
     return _checked("kjit.prepare(linear_gn_min)", ints, floats, _native.prepare_linear_gn_min, x,
                     weight, linear_bias, gamma, beta, bias, out, num_groups, eps, prec,
-                    _autotune(), stream_for(x, stream))
+                    _autotune(), stream_for(x, stream), config)
 
 
 # --- LayerNorm and RMSNorm -----------------------------------------------------------------------
@@ -362,7 +366,7 @@ def _check_normalized_shape(op, x, normalized_shape):
         "(%d,) or None" % (op, tuple(ns), width), field="normalized_shape")
 
 
-def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream):
+def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream, config=None):
     try:
         act = _activations[activation]
     except (KeyError, TypeError):  # a name not seen yet, or no name at all
@@ -374,12 +378,12 @@ def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream
             sum_out = empty_like(x)
     except Exception:
         _explain(lambda: _native.layer_norm(kind, dl(x), dl(residual), None, None, dl(weight),
-                                            dl(bias), eps, act, False, 0))
+                                            dl(bias), eps, act, False, 0, config))
         raise
     s = stream_for(x, stream)
     try:
         _native.layer_norm(kind, dl(x), dl(residual), dl(out), dl(sum_out), dl(weight), dl(bias),
-                           eps, act, _autotune(), s)
+                           eps, act, _autotune(), s, config)
     except TypeError:
         _check_scalars("kjit.layer_norm" if kind == 0 else "kjit.rms_norm", (), (("eps", eps),))
         raise
@@ -387,21 +391,22 @@ def _norm(kind, x, weight, bias, eps, residual, activation, out, sum_out, stream
 
 
 def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *, residual=None,
-               activation="none", out=None, sum_out=None, stream=None):
+               activation="none", out=None, sum_out=None, stream=None, config=None):
     """act(F.layer_norm(s, [width], weight, bias, eps)) over x's last dimension, with
     s = x + residual when residual is given (then returns (y, s)); x contiguous, any rank >= 1.
-    sum_out= (where s goes) needs residual=."""
+    sum_out= (where s goes) needs residual=. config: None (the heuristic's, or autotuning's), or
+    a config's text as kjit.prepare returns it, pinned."""
     _check_normalized_shape("kjit.layer_norm", x, normalized_shape)
     if sum_out is not None and residual is None:
         _refuse_sum_out("kjit.layer_norm")
     if _compiling is not None and _compiling():  # the custom op's schema types its arguments
         if residual is None:
-            return _into(out, _torch_ops.layer_norm(x, weight, bias, eps, activation))
-        y, s = _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation)
+            return _into(out, _torch_ops.layer_norm(x, weight, bias, eps, activation, config))
+        y, s = _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation, config)
         return _into(out, y), _into(sum_out, s)
     if type(eps) is not float:
         _no_bools("kjit.layer_norm", (), (("eps", eps),))
-    return _norm(0, x, weight, bias, eps, residual, activation, out, sum_out, stream)
+    return _norm(0, x, weight, bias, eps, residual, activation, out, sum_out, stream, config)
 
 
 def _rms_eps(x, eps):
@@ -412,27 +417,27 @@ def _rms_eps(x, eps):
 
 
 def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
-             activation="none", out=None, sum_out=None, stream=None):
+             activation="none", out=None, sum_out=None, stream=None, config=None):
     """act(F.rms_norm(s, [width], weight, eps)) over x's last dimension (eps=None: the dtype's
     machine epsilon, as PyTorch), with s = x + residual when given (then returns (y, s)).
-    sum_out= (where s goes) needs residual=."""
+    sum_out= (where s goes) needs residual=. config: as kjit.layer_norm's."""
     _check_normalized_shape("kjit.rms_norm", x, normalized_shape)
     if sum_out is not None and residual is None:
         _refuse_sum_out("kjit.rms_norm")
     if _compiling is not None and _compiling():  # the custom op's schema types its arguments
         eps = _rms_eps(x, eps)
         if residual is None:
-            return _into(out, _torch_ops.rms_norm(x, weight, eps, activation))
-        y, s = _torch_ops.add_rms_norm(x, residual, weight, eps, activation)
+            return _into(out, _torch_ops.rms_norm(x, weight, eps, activation, config))
+        y, s = _torch_ops.add_rms_norm(x, residual, weight, eps, activation, config)
         return _into(out, y), _into(sum_out, s)
     if type(eps) is not float and eps is not None:
         _no_bools("kjit.rms_norm", (), (("eps", eps),))
     eps = _rms_eps(x, eps)
-    return _norm(1, x, weight, None, eps, residual, activation, out, sum_out, stream)
+    return _norm(1, x, weight, None, eps, residual, activation, out, sum_out, stream, config)
 
 
 def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, activation, out,
-                  sum_out, stream):
+                  sum_out, stream, config):
     # As the call checks them, all before the runtime: out=, sum_out= and stream= too (a norm
     # needs no workspace, so the stream is only checked). Errors name kjit.prepare(<op>).
     op = op.replace("kjit.", "kjit.prepare(") + ")"
@@ -446,19 +451,20 @@ def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, ac
         plain(t) for t in (x, residual, out, sum_out, weight, bias))
     eps = _rms_eps(x, eps) if kind == 1 else eps
     return _checked(op, (), (("eps", eps),), _native.prepare_layer_norm, kind, x, residual, out,
-                    sum_out, weight, bias, eps, _activation(activation), _autotune())
+                    sum_out, weight, bias, eps, _activation(activation), _autotune(), config)
 
 
 def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *,
-                        residual=None, activation="none", out=None, sum_out=None, stream=None):
+                        residual=None, activation="none", out=None, sum_out=None, stream=None,
+                        config=None):
     return _prepare_norm(0, "kjit.layer_norm", x, normalized_shape, weight, bias, eps, residual,
-                         activation, out, sum_out, stream)
+                         activation, out, sum_out, stream, config)
 
 
 def _prepare_rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
-                      activation="none", out=None, sum_out=None, stream=None):
+                      activation="none", out=None, sum_out=None, stream=None, config=None):
     return _prepare_norm(1, "kjit.rms_norm", x, normalized_shape, weight, None, eps, residual,
-                         activation, out, sum_out, stream)
+                         activation, out, sum_out, stream, config)
 
 
 # --- prepare -----------------------------------------------------------------------------------
@@ -477,7 +483,8 @@ def prepare(op, *args, **kwargs):
     needs, without running it: a later call, also one captured into a CUDA graph, compiles and
     allocates nothing (a call that would compile inside a capture raises CaptureCompileError).
     op: kjit.group_norm, kjit.linear_gn_min, kjit.layer_norm, kjit.rms_norm (or their names).
-    Returns a description of the plan chosen (kernel config; the GEMM algorithm)."""
+    Returns a description of the plan chosen: the config's text, which the op's config= takes to
+    pin it (Linear-GN-min: the fused kernel's config, then "; kernel ...; gemm ...")."""
     prep = _preparers.get(op) if isinstance(op, str) or callable(op) else None
     if prep is None:
         raise InvalidArgumentError(

@@ -91,18 +91,19 @@ GnCall read_call(nb::handle x, nb::handle out, nb::handle weight, nb::handle bia
   return c;
 }
 
-ops::GroupNormOptions options(const char* op, double eps, bool autotune) {
+ops::GroupNormOptions options(const char* op, double eps, bool autotune, nb::handle config) {
   ops::GroupNormOptions o;
   o.eps = eps_arg(op, eps);
   o.autotune = autotune;
+  if (auto text = config_arg(op, config)) o.config = ops::parse_group_norm_config(*text);
   return o;
 }
 
 void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias, int64_t groups,
-                double eps, int activation, bool autotune, uintptr_t stream) {
+                double eps, int activation, bool autotune, uintptr_t stream, nb::handle config) {
   const GnCall c = read_call(x, out, weight, bias, groups, activation);
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.group_norm allocates it)");
-  const ops::GroupNormOptions o = options(kOp, eps, autotune);
+  const ops::GroupNormOptions o = options(kOp, eps, autotune, config);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.group_norm.
   if (c.x.numel() == 0) return;
   Runtime& rt = runtime_for(c.x.device_id);  // ops::group_norm checks eps and the pointers
@@ -114,9 +115,10 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
 // needs, so that a call captured into a CUDA graph on that stream compiles and allocates nothing.
 // `out` (or None) is checked as the call checks it, before the runtime is made.
 std::string prepare(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias,
-                    int64_t groups, double eps, int activation, bool autotune, uintptr_t stream) {
+                    int64_t groups, double eps, int activation, bool autotune, uintptr_t stream,
+                    nb::handle config) {
   const GnCall c = read_call(x, out, weight, bias, groups, activation);
-  const ops::GroupNormOptions o = options(kOp, eps, autotune);
+  const ops::GroupNormOptions o = options(kOp, eps, autotune, config);
   ops::validate_call(c.p, c.x.data, c.x.data, c.weight.data, c.bias.data, o.eps);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;  // NVRTC and autotuning take long: let other threads run
@@ -130,10 +132,12 @@ std::string prepare(nb::handle x, nb::handle out, nb::handle weight, nb::handle 
 void bind_group_norm(nb::module_& m) {
   m.def("group_norm", &group_norm, nb::arg("x").none(), nb::arg("out").none(),
         nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"),
-        nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"));
+        nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"),
+        nb::arg("config").none() = nb::none());
   m.def("prepare_group_norm", &prepare, nb::arg("x").none(), nb::arg("out").none(),
         nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("groups"), nb::arg("eps"),
-        nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"));
+        nb::arg("activation"), nb::arg("autotune"), nb::arg("stream"),
+        nb::arg("config").none() = nb::none());
   m.def("parse_activation",
         [](const std::string& name) { return static_cast<int>(parse_activation(name)); });
 }

@@ -87,21 +87,22 @@ LnCall read_call(int kind, nb::handle x, nb::handle residual, nb::handle out, nb
   return c;
 }
 
-ops::LayerNormOptions options(const char* op, double eps, bool autotune) {
+ops::LayerNormOptions options(const char* op, double eps, bool autotune, nb::handle config) {
   ops::LayerNormOptions o;
   o.eps = eps_arg(op, eps);
   o.autotune = autotune;
+  if (auto text = config_arg(op, config)) o.config = ops::parse_layer_norm_config(*text);
   return o;
 }
 
 void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
                 nb::handle weight, nb::handle bias, double eps, int activation, bool autotune,
-                uintptr_t stream) {
+                uintptr_t stream, nb::handle config) {
   const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
   if (out.is_none()) bad_arg(c.op, "out", "is required here (the Python function allocates it)");
   if (c.p.residual && sum.is_none())
     bad_arg(c.op, "sum_out", "is required with a residual (the Python function allocates it)");
-  const ops::LayerNormOptions o = options(c.op, eps, autotune);
+  const ops::LayerNormOptions o = options(c.op, eps, autotune, config);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
   if (c.x.numel() == 0) return;
   Runtime& rt = runtime_for(c.x.device_id);  // ops::layer_norm checks eps and the pointers
@@ -112,9 +113,10 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
 
 // `out` and `sum` (or None) are checked as the call checks them, before the runtime is made.
 std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
-                    nb::handle weight, nb::handle bias, double eps, int activation, bool autotune) {
+                    nb::handle weight, nb::handle bias, double eps, int activation, bool autotune,
+                    nb::handle config) {
   const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
-  const ops::LayerNormOptions o = options(c.op, eps, autotune);
+  const ops::LayerNormOptions o = options(c.op, eps, autotune, config);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;
   return ops::prepare_layer_norm(rt, c.p, o).describe();
@@ -126,11 +128,11 @@ void bind_layer_norm(nb::module_& m) {
   m.def("layer_norm", &layer_norm, nb::arg("kind"), nb::arg("x").none(), nb::arg("residual").none(),
         nb::arg("out").none(), nb::arg("sum").none(), nb::arg("weight").none(),
         nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"), nb::arg("autotune"),
-        nb::arg("stream"));
+        nb::arg("stream"), nb::arg("config").none() = nb::none());
   m.def("prepare_layer_norm", &prepare, nb::arg("kind"), nb::arg("x").none(),
         nb::arg("residual").none(), nb::arg("out").none(), nb::arg("sum").none(),
         nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"),
-        nb::arg("autotune"));
+        nb::arg("autotune"), nb::arg("config").none() = nb::none());
 }
 
 }  // namespace kjit::py

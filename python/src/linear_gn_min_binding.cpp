@@ -115,19 +115,20 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
   return c;
 }
 
-ops::LinearGnMinOptions options(const char* op, double eps, bool autotune) {
+ops::LinearGnMinOptions options(const char* op, double eps, bool autotune, nb::handle config) {
   ops::LinearGnMinOptions o;
   o.eps = eps_arg(op, eps);
   o.autotune = autotune;
+  if (auto text = config_arg(op, config)) o.config = ops::parse_gn_min_config(*text);
   return o;
 }
 
 // Runs a checked call (`pack`: with that prepacked weight instead of c.weight); ops::linear_gn_min
 // checks the options, the pointers and the workspace.
 void run_call(const LgmCall& c, nb::handle out, const ops::LinearGnMinWeights* pack, double eps,
-              bool autotune, uintptr_t stream) {
+              bool autotune, uintptr_t stream, nb::handle config) {
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.linear_gn_min allocates it)");
-  const ops::LinearGnMinOptions o = options(kOp, eps, autotune);
+  const ops::LinearGnMinOptions o = options(kOp, eps, autotune, config);
   ops::Workspace ws;
   if (c.has_ws) ws = {c.ws.data, static_cast<size_t>(c.ws.shape[0])};
   auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
@@ -144,19 +145,20 @@ void run_call(const LgmCall& c, nb::handle out, const ops::LinearGnMinWeights* p
 
 void linear_gn_min(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
                    nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
-                   int64_t groups, double eps, int precision, bool autotune, uintptr_t stream) {
+                   int64_t groups, double eps, int precision, bool autotune, uintptr_t stream,
+                   nb::handle config) {
   run_call(read_call(x, weight, linear_bias, gamma, beta, bias, out, workspace, groups, precision),
-           out, nullptr, eps, autotune, stream);
+           out, nullptr, eps, autotune, stream, config);
 }
 
 // The same call with a prepacked weight.
 void linear_gn_min_packed(nb::handle x, const Pack& pack, nb::handle linear_bias, nb::handle gamma,
                           nb::handle beta, nb::handle bias, nb::handle out, nb::handle workspace,
                           int64_t groups, double eps, int precision, bool autotune,
-                          uintptr_t stream) {
+                          uintptr_t stream, nb::handle config) {
   run_call(read_call(x, nb::none(), linear_bias, gamma, beta, bias, out, workspace, groups,
                      precision, &pack.w),
-           out, &pack.w, eps, autotune, stream);
+           out, &pack.w, eps, autotune, stream, config);
 }
 
 // weight [N, K] float32 split once for `precision` (kjit.prepack_linear_gn_min).
@@ -184,19 +186,21 @@ std::unique_ptr<Pack> prepack(nb::handle weight, int precision, uintptr_t stream
 // runtime is made.
 std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::handle gamma,
                     nb::handle beta, nb::handle bias, nb::handle out, int64_t groups, double eps,
-                    int precision, bool autotune, uintptr_t stream) {
+                    int precision, bool autotune, uintptr_t stream, nb::handle config) {
   const Pack* held = nullptr;
   if (!nb::try_cast(weight, held)) held = nullptr;
   const ops::LinearGnMinWeights* pack = held ? &held->w : nullptr;
   const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, out, nb::none(), groups,
                               precision, pack);
-  const ops::LinearGnMinOptions o = options(kOp, eps, autotune);
+  const ops::LinearGnMinOptions o = options(kOp, eps, autotune, config);
   Runtime& rt = runtime_for(c.x.device_id);
   if (pack) ops::validate_pack(c.p, *pack, rt.context());
   nb::gil_scoped_release release;
   const ops::LinearGnMinInfo info = ops::prepare_linear_gn_min(rt, c.p, o);
   ops::reserve_linear_gn_min_workspace(rt, c.p, as_stream(stream), pack != nullptr);
-  return info.kernel + "; gemm " + info.gemm_algo + " (" + info.gemm_source + ")";
+  // The fused kernel's config first: what config= takes (as the C ABI's prepare writes it).
+  return info.config.describe() + "; kernel " + info.kernel + "; gemm " + info.gemm_algo + " (" +
+         info.gemm_source + ")";
 }
 
 }  // namespace
@@ -206,7 +210,7 @@ void bind_linear_gn_min(nb::module_& m) {
         nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
         nb::arg("bias").none(), nb::arg("out").none(), nb::arg("workspace").none(),
         nb::arg("groups"), nb::arg("eps"), nb::arg("precision"), nb::arg("autotune"),
-        nb::arg("stream"));
+        nb::arg("stream"), nb::arg("config").none() = nb::none());
   nb::class_<Pack>(m, "LinearGnMinWeights",
                    "A weight split once for a precision (kjit.prepack_linear_gn_min): pass it as "
                    "weight=. Keep it alive while a captured CUDA graph that uses it may replay.",
@@ -226,11 +230,12 @@ void bind_linear_gn_min(nb::module_& m) {
         nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
         nb::arg("bias").none(), nb::arg("out").none(), nb::arg("workspace").none(),
         nb::arg("groups"), nb::arg("eps"), nb::arg("precision"), nb::arg("autotune"),
-        nb::arg("stream"));
+        nb::arg("stream"), nb::arg("config").none() = nb::none());
   m.def("prepare_linear_gn_min", &prepare, nb::arg("x").none(), nb::arg("weight").none(),
         nb::arg("linear_bias").none(), nb::arg("gamma").none(), nb::arg("beta").none(),
         nb::arg("bias").none(), nb::arg("out").none(), nb::arg("groups"), nb::arg("eps"),
-        nb::arg("precision"), nb::arg("autotune"), nb::arg("stream"));
+        nb::arg("precision"), nb::arg("autotune"), nb::arg("stream"),
+        nb::arg("config").none() = nb::none());
   m.def(
       "linear_gn_min_workspace_size",
       [](int64_t M, int64_t K, int64_t N, int64_t G, int precision, bool packed) {

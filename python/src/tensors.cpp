@@ -215,6 +215,19 @@ float eps_arg(const char* op, double eps) {
   return static_cast<float>(eps);
 }
 
+std::optional<std::string> config_arg(const char* op, nb::handle config) {
+  if (config.is_none()) return std::nullopt;
+  if (!nb::isinstance<nb::str>(config))
+    bad_type(op, "config",
+             "must be a config's text (str) or None, not " +
+                 std::string(nb::type_name(config.type()).c_str()));
+  // With its length: a NUL inside must reach the parser (which refuses it), not cut the text.
+  Py_ssize_t n = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(config.ptr(), &n);
+  if (!text) throw nb::python_error();
+  return std::string(text, static_cast<size_t>(n));
+}
+
 int64_t TensorArg::numel() const {
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) n *= shape[i];

@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -58,6 +59,10 @@ void require_same_shape(const char* op, const TensorArg& x, const TensorArg& out
 // eps as the ops take it: InvalidArgument unless finite, >= 0 and within float32's range (checked
 // before the device, and before a conversion that would be undefined beyond that range).
 float eps_arg(const char* op, double eps);
+// config= as the ops take it: None (the heuristic's or autotuning's) or a str, the config's text
+// (each op reads it with its parse_*_config, which names a bad word); anything else is an
+// ArgumentTypeError naming config.
+std::optional<std::string> config_arg(const char* op, nanobind::handle config);
 // An InvalidArgument about argument `field` of `op`: "<op>: <field> <rule>".
 [[noreturn]] void bad_arg(const char* op, const char* field, const std::string& rule);
 // The same for an argument of the wrong type (a list where a tensor goes): Python sees a

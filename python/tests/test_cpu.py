@@ -658,6 +658,37 @@ def test_prepare_checks_every_argument_the_op_checks_before_the_runtime():
     _no_driver_yet(lambda: kjit.prepare(kjit.group_norm, cc(2, 8, 4), 4, out=cc(2, 8, 4)))
 
 
+def test_config_is_a_configs_text_checked_before_the_runtime():
+    # config= pins a config by the text kjit.prepare returns: a text that is no config of the op
+    # is refused naming the word, and a value that is no str naming config, all before the
+    # runtime; a config's text reaches the runtime (no driver here).
+    cc = cuda_capsule
+    def lin():  # fresh capsules: a call consumes its own
+        return cc(16, 32), cc(64, 32), cc(64), cc(64), cc(64), cc(64), 8
+    calls = [
+        lambda c: kjit.group_norm(cc(2, 8, 4), 4, out=cc(2, 8, 4), config=c),
+        lambda c: kjit.prepare(kjit.group_norm, cc(2, 8, 4), 4, config=c),
+        lambda c: kjit.layer_norm(cc(4, 8), out=cc(4, 8), config=c),
+        lambda c: kjit.rms_norm(cc(4, 8), out=cc(4, 8), config=c),
+        lambda c: kjit.prepare("rms_norm", cc(4, 8), residual=cc(4, 8), config=c),
+        lambda c: kjit.linear_gn_min(*lin(), out=cc(1, 64, 16, 1), config=c),
+        lambda c: kjit.prepare(kjit.linear_gn_min, *lin(), config=c),
+    ]
+    for call in calls:
+        with pytest.raises(kjit.InvalidArgumentError, match="config: unknown key") as e:
+            call("threads=256 team=32 vec=4 iters=1 cluster=1 slice=32 sub=1 seq=1 tiles=4")
+        assert e.value.field == "config" and e.value.code == "invalid_argument"
+        with pytest.raises(kjit.ArgumentTypeError, match="config must be a config's text") as e:
+            call(256)
+        assert e.value.field == "config"
+        with pytest.raises(kjit.InvalidArgumentError, match="byte 0 at offset 11"):
+            call("threads=256\0 team=32")  # the NUL reaches the parser
+    _no_driver_yet(lambda: kjit.layer_norm(cc(4, 8), out=cc(4, 8),
+                                           config="threads=32 team=8 vec=1 iters=1 cluster=1"))
+    _no_driver_yet(lambda: kjit.group_norm(cc(2, 8, 4), 4, out=cc(2, 8, 4),
+                                           config="threads=256 team=256 vec=4 iters=1 cluster=1"))
+
+
 def test_kernel_checks_its_template_arguments_and_source_before_the_runtime():
     with pytest.raises(kjit.InvalidArgumentError, match="values must fit a 64-bit int"):
         kjit.kernel(GOOD, "scale", types=["float32"], values=[2**70])

@@ -288,6 +288,36 @@ def test_norms_against_pytorch(torch_cuda):
         assert torch.allclose(y.double(), ref, atol=tol, rtol=tol), (dtype, width)
 
 
+def test_config_pins_a_plan(torch_cuda):
+    # config= pins what kjit.prepare reports, or another config of the op: prepare given a text
+    # returns it, the call given it matches PyTorch, also inside torch.compile (the custom ops
+    # carry it); a config that cannot run the problem is refused naming it, its field and the rule.
+    torch = torch_cuda
+    F = torch.nn.functional
+    import kjit.torch  # noqa: F401
+    x = torch.randn(300, 1024, device="cuda")
+    w, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    ref = F.layer_norm(x.double(), (1024,), w.double(), b.double(), 1e-5)
+    chosen = kjit.prepare(kjit.layer_norm, x, None, w, b)
+    for text in (chosen, "threads=256 team=256 vec=4 iters=1 cluster=1",
+                 "threads=128 team=32 vec=4 iters=8 cluster=1"):
+        assert kjit.prepare(kjit.layer_norm, x, None, w, b, config=text) == text
+        y = kjit.layer_norm(x, None, w, b, config=text)
+        assert torch.allclose(y.double(), ref, atol=1e-4, rtol=1e-4), text
+        fn = torch.compile(lambda t, c=text: kjit.layer_norm(t, None, w, b, config=c),
+                           fullgraph=True)
+        assert torch.allclose(fn(x).double(), ref, atol=1e-4, rtol=1e-4), text
+    bad = "threads=32 team=32 vec=4 iters=1 cluster=1"  # covers 128 of the row's 1024
+    with pytest.raises(kjit.InvalidArgumentError, match="config " + bad) as e:
+        kjit.layer_norm(x, None, w, b, config=bad)
+    assert e.value.field == "iters"
+    xg = torch.randn(2, 64, 24, 24, device="cuda")
+    gtext = kjit.prepare(kjit.group_norm, xg, 8)
+    assert kjit.prepare(kjit.group_norm, xg, 8, config=gtext) == gtext
+    got = kjit.group_norm(xg, 8, config=gtext)
+    assert torch.allclose(got, kjit.group_norm(xg, 8), atol=1e-6, rtol=1e-6)
+
+
 SCALE = """
 #include "kjit/types.cuh"
 template <class T, int kScale>
