@@ -208,7 +208,7 @@ struct AppDriver {
 
   CUcontext current() const {
     CUcontext c = nullptr;
-    REQUIRE(get_current(&c) == CUDA_SUCCESS);
+    REQUIRE_NOTHROW(kjit::check_driver(get_current(&c), "cuCtxGetCurrent"));
     return c;
   }
 
@@ -417,8 +417,8 @@ TEST_CASE("embedding: capturing an unprepared op raises CaptureCompile; the stre
   CHECK(rt.stats().kernels_loaded == 0);
   {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    REQUIRE(d.push(rt.context()) == CUDA_SUCCESS);
-    CHECK(d.is_capturing(stream, &status) == CUDA_SUCCESS);
+    REQUIRE_NOTHROW(kjit::check_driver(d.push(rt.context()), "cuCtxPushCurrent"));
+    CHECK_NOTHROW(kjit::check_driver(d.is_capturing(stream, &status), "cuStreamIsCapturing"));
     CUcontext popped = nullptr;
     d.pop(&popped);
     CHECK(status == CU_STREAM_CAPTURE_STATUS_NONE);  // the Graph ended the capture
@@ -483,10 +483,10 @@ TEST_CASE("embedding: kjit works while the app has its own context current, and 
   const AppDriver d;
   const CUcontext before = d.current();
   CUdevice dev = 0;
-  REQUIRE(d.device_get(&dev, rt.props().ordinal) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(kjit::check_driver(d.device_get(&dev, rt.props().ordinal), "cuDeviceGet"));
   CUcontext app = nullptr;
   const CUresult r = d.create_context(&app, dev);
-  REQUIRE_MESSAGE(r == CUDA_SUCCESS, "cuCtxCreate failed: " << static_cast<int>(r));
+  REQUIRE_NOTHROW(kjit::check_driver(r, "cuCtxCreate"));
   REQUIRE(d.current() == app);
   CHECK(app != rt.context());
   {
@@ -500,8 +500,9 @@ TEST_CASE("embedding: kjit works while the app has its own context current, and 
     v = run_once(rt, stream, h, 1);
     CHECK_MESSAGE(v.pass, v.what);
   }
-  CHECK(d.current() == app);                  // after kjit's destructors too
-  CHECK(d.ctx_destroy(app) == CUDA_SUCCESS);  // pops it: the thread's context is as before
+  CHECK(d.current() == app);  // after kjit's destructors too
+  CHECK_NOTHROW(kjit::check_driver(d.ctx_destroy(app),
+                                   "cuCtxDestroy"));  // pops it: the thread's context is as before
   CHECK(d.current() == before);
 }
 
@@ -510,21 +511,23 @@ TEST_CASE("embedding: kjit shares the primary context the CUDA runtime (PyTorch)
   const AppDriver d;
   const CUcontext before = d.current();
   CUdevice dev = 0;
-  REQUIRE(d.device_get(&dev, rt.props().ordinal) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(kjit::check_driver(d.device_get(&dev, rt.props().ordinal), "cuDeviceGet"));
   CUcontext primary = nullptr;
-  REQUIRE(d.primary_retain(&primary, dev) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(kjit::check_driver(d.primary_retain(&primary, dev), "cuDevicePrimaryCtxRetain"));
   CHECK(primary == rt.context());
-  REQUIRE(d.set_current(primary) == CUDA_SUCCESS);  // what cudaSetDevice + first use do
+  REQUIRE_NOTHROW(kjit::check_driver(d.set_current(primary),
+                                     "cuCtxSetCurrent"));  // what cudaSetDevice + first use do
   // The app's own stream, as torch.cuda.current_stream().cuda_stream would be.
   CUstream app_stream = nullptr;
-  REQUIRE(d.stream_create(&app_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(
+      kjit::check_driver(d.stream_create(&app_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   const HostCase h = make_case(gn({2, 48, 15, 15}, 12, DType::F16), 700);
   const Verdict v = run_once(rt, app_stream, h, 0);
   CHECK_MESSAGE(v.pass, v.what);
   CHECK(d.current() == primary);
-  CHECK(d.stream_destroy(app_stream) == CUDA_SUCCESS);
-  CHECK(d.set_current(before) == CUDA_SUCCESS);
-  CHECK(d.primary_release(dev) == CUDA_SUCCESS);
+  CHECK_NOTHROW(kjit::check_driver(d.stream_destroy(app_stream), "cuStreamDestroy"));
+  CHECK_NOTHROW(kjit::check_driver(d.set_current(before), "cuCtxSetCurrent"));
+  CHECK_NOTHROW(kjit::check_driver(d.primary_release(dev), "cuDevicePrimaryCtxRelease"));
 }
 
 TEST_CASE("embedding: kjit works on a thread with no current context and leaves none") {
@@ -554,7 +557,7 @@ TEST_CASE("embedding: a runtime per device on a machine with several GPUs") {
   auto& rt0 = kjit_test::runtime();
   const AppDriver d;
   int count = 0;
-  REQUIRE(d.device_count(&count) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(kjit::check_driver(d.device_count(&count), "cuDeviceGetCount"));
   if (count < 2) {
     MESSAGE("one device: the runtime-per-device check needs two (skipped)");
     return;

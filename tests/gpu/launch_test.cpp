@@ -388,11 +388,12 @@ TEST_CASE("graphs: graph_kernel_names names a node added with only a CUkernel") 
   const auto add_node =
       reinterpret_cast<decltype(&cuGraphAddKernelNode)>(proc("cuGraphAddKernelNode"));
   CUlibrary lib = nullptr;
-  REQUIRE(load(&lib, ck.binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(kjit::check_driver(
+      load(&lib, ck.binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData"));
   CUkernel kern = nullptr;
-  CHECK(get(&kern, lib, ck.lowered_name.c_str()) == CUDA_SUCCESS);
+  CHECK_NOTHROW(kjit::check_driver(get(&kern, lib, ck.lowered_name.c_str()), "cuLibraryGetKernel"));
   CUgraph graph = nullptr;
-  REQUIRE(create(&graph, 0) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(kjit::check_driver(create(&graph, 0), "cuGraphCreate"));
   kjit::DeviceBuffer dx(rt, 1024), dy(rt, 1024);
   CUdeviceptr px = dx.ptr(), py = dy.ptr();
   int count = 256;
@@ -405,12 +406,13 @@ TEST_CASE("graphs: graph_kernel_names names a node added with only a CUkernel") 
   params.kernelParams = args;
   params.ctx = rt.context();  // a CUkernel runs in the context the node names (none is current)
   CUgraphNode node = nullptr;
-  REQUIRE(add_node(&node, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+  REQUIRE_NOTHROW(
+      kjit::check_driver(add_node(&node, graph, nullptr, 0, &params), "cuGraphAddKernelNode"));
   const std::vector<std::string> names = kjit::graph_kernel_names(rt, graph);
   REQUIRE(names.size() == 1u);
   CHECK(names[0] == ck.lowered_name);
-  CHECK(destroy(graph) == CUDA_SUCCESS);
-  CHECK(unload(lib) == CUDA_SUCCESS);
+  CHECK_NOTHROW(kjit::check_driver(destroy(graph), "cuGraphDestroy"));
+  CHECK_NOTHROW(kjit::check_driver(unload(lib), "cuLibraryUnload"));
 }
 
 TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompile") {
@@ -440,7 +442,8 @@ TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompi
   const auto memset32 =
       reinterpret_cast<decltype(&cuMemsetD32Async)>(kjit::driver_proc("cuMemsetD32Async"));
   kjit::Graph memset_only(rt, stream, [&] {
-    REQUIRE(memset32(dy.ptr(), 0u, static_cast<size_t>(n), stream) == CUDA_SUCCESS);
+    REQUIRE_NOTHROW(kjit::check_driver(memset32(dy.ptr(), 0u, static_cast<size_t>(n), stream),
+                                       "cuMemsetD32Async"));
   });
   CHECK(memset_only.nodes() == 1u);
   CHECK(memset_only.kernel_names().empty());
