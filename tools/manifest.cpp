@@ -229,7 +229,14 @@ OpSpecs problem_specs(const json& problem, const OpContext& ctx) {
   std::set<std::string> seen;
   for (const bool a : {true, false}) {
     if (!(a ? ctx.aligned && aligned : ctx.unaligned || !aligned)) continue;
-    for (Spec& s : p->specs_for(ctx.target, a, ctx.all_candidates || autotune))
+    std::vector<Spec> specs;
+    try {  // a pinned config the op refuses on this target is the entry's error, by its field
+      specs = p->specs_for(ctx.target, a, ctx.all_candidates || autotune);
+    } catch (const Error& e) {
+      if (e.code() != Errc::InvalidArgument) throw;
+      throw EntryError(e.field(), e.what());
+    }
+    for (Spec& s : specs)
       if (seen.insert(s.instantiation()).second) out.specs.push_back(std::move(s));
   }
   return out;

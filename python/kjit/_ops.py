@@ -41,6 +41,15 @@ def _autotune():
                                field="autotune")
 
 
+def _traced_config(op, config):
+    """config= inside torch.compile, where the custom op's schema would report a wrong type in
+    its own words: the ArgumentTypeError the native call raises outside it."""
+    if config is not None and type(config) is not str:
+        raise ArgumentTypeError("%s: config must be a config's text (str) or None, not %s"
+                                % (op, type(config).__name__), field="config")
+    return config
+
+
 def _activation(name):
     code = _activations.get(name) if isinstance(name, str) else None
     if code is None:
@@ -147,7 +156,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, activation="silu
     text as kjit.prepare returns it, pinned. Returns out (allocated like x unless given)."""
     if _compiling is not None and _compiling():  # the custom op's schema types its arguments
         return _into(out, _torch_ops.group_norm(x, num_groups, weight, bias, eps, activation,
-                                                config))
+                                                _traced_config("kjit.group_norm", config)))
     if type(num_groups) is not int or type(eps) is not float:
         _no_bools("kjit.group_norm", (("num_groups", num_groups),), (("eps", eps),))
     return _group_norm(x, num_groups, weight, bias, eps, activation, out, stream, config)
@@ -232,7 +241,8 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
         precision = "fp32"
     if _compiling is not None and _compiling():
         return _into(out, _torch_ops.linear_gn_min(x, weight, linear_bias, gamma, beta, bias,
-                                                   num_groups, eps, precision, config))
+                                                   num_groups, eps, precision,
+                                                   _traced_config("kjit.linear_gn_min", config)))
     return _linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps, precision,
                           out, stream, config)
 
@@ -400,6 +410,7 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *, re
     if sum_out is not None and residual is None:
         _refuse_sum_out("kjit.layer_norm")
     if _compiling is not None and _compiling():  # the custom op's schema types its arguments
+        config = _traced_config("kjit.layer_norm", config)
         if residual is None:
             return _into(out, _torch_ops.layer_norm(x, weight, bias, eps, activation, config))
         y, s = _torch_ops.add_layer_norm(x, residual, weight, bias, eps, activation, config)
@@ -426,6 +437,7 @@ def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
         _refuse_sum_out("kjit.rms_norm")
     if _compiling is not None and _compiling():  # the custom op's schema types its arguments
         eps = _rms_eps(x, eps)
+        config = _traced_config("kjit.rms_norm", config)
         if residual is None:
             return _into(out, _torch_ops.rms_norm(x, weight, eps, activation, config))
         y, s = _torch_ops.add_rms_norm(x, residual, weight, eps, activation, config)

@@ -3,13 +3,16 @@ torch.compile graphs call them without a graph break and CUDA graphs (torch.cuda
 mode="reduce-overhead") capture them. Imported by kjit itself once torch is loaded; import it
 yourself (``import kjit.torch``) to get torch.ops.kjit.* before any kjit call.
 
-    torch.ops.kjit.group_norm(x, num_groups, weight, bias, eps, activation) -> Tensor
+    torch.ops.kjit.group_norm(x, num_groups, weight, bias, eps, activation, config) -> Tensor
     torch.ops.kjit.linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps,
-                                 precision) -> Tensor [1, N, M, 1]
-    torch.ops.kjit.layer_norm(x, weight, bias, eps, activation) -> Tensor
-    torch.ops.kjit.rms_norm(x, weight, eps, activation) -> Tensor
-    torch.ops.kjit.add_layer_norm(x, residual, weight, bias, eps, activation) -> (y, x + residual)
-    torch.ops.kjit.add_rms_norm(x, residual, weight, eps, activation) -> (y, x + residual)
+                                 precision, config) -> Tensor [1, N, M, 1]
+    torch.ops.kjit.layer_norm(x, weight, bias, eps, activation, config) -> Tensor
+    torch.ops.kjit.rms_norm(x, weight, eps, activation, config) -> Tensor
+    torch.ops.kjit.add_layer_norm(x, residual, weight, bias, eps, activation, config)
+        -> (y, x + residual)
+    torch.ops.kjit.add_rms_norm(x, residual, weight, eps, activation, config) -> (y, x + residual)
+
+config (last, default None) is a config's text, pinned, as kjit.layer_norm's config=.
 
 kjit.group_norm and the others call these themselves while torch.compile traces. The ops are
 forward-only (inference): they have no autograd formula.

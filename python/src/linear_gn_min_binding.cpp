@@ -198,9 +198,7 @@ std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb:
   nb::gil_scoped_release release;
   const ops::LinearGnMinInfo info = ops::prepare_linear_gn_min(rt, c.p, o);
   ops::reserve_linear_gn_min_workspace(rt, c.p, as_stream(stream), pack != nullptr);
-  // The fused kernel's config first: what config= takes (as the C ABI's prepare writes it).
-  return info.config.describe() + "; kernel " + info.kernel + "; gemm " + info.gemm_algo + " (" +
-         info.gemm_source + ")";
+  return info.describe();  // the config first: what config= takes
 }
 
 }  // namespace

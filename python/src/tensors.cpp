@@ -215,7 +215,7 @@ float eps_arg(const char* op, double eps) {
   return static_cast<float>(eps);
 }
 
-std::optional<std::string> config_arg(const char* op, nb::handle config) {
+std::optional<std::string_view> config_arg(const char* op, nb::handle config) {
   if (config.is_none()) return std::nullopt;
   if (!nb::isinstance<nb::str>(config))
     bad_type(op, "config",
@@ -225,7 +225,7 @@ std::optional<std::string> config_arg(const char* op, nb::handle config) {
   Py_ssize_t n = 0;
   const char* text = PyUnicode_AsUTF8AndSize(config.ptr(), &n);
   if (!text) throw nb::python_error();
-  return std::string(text, static_cast<size_t>(n));
+  return std::string_view(text, static_cast<size_t>(n));
 }
 
 int64_t TensorArg::numel() const {

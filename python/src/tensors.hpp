@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "kjit/dtype.hpp"
@@ -62,7 +63,8 @@ float eps_arg(const char* op, double eps);
 // config= as the ops take it: None (the heuristic's or autotuning's) or a str, the config's text
 // (each op reads it with its parse_*_config, which names a bad word); anything else is an
 // ArgumentTypeError naming config.
-std::optional<std::string> config_arg(const char* op, nanobind::handle config);
+// The view lives as long as the str (the call's argument): nothing is copied on the hot path.
+std::optional<std::string_view> config_arg(const char* op, nanobind::handle config);
 // An InvalidArgument about argument `field` of `op`: "<op>: <field> <rule>".
 [[noreturn]] void bad_arg(const char* op, const char* field, const std::string& rule);
 // The same for an argument of the wrong type (a list where a tensor goes): Python sees a

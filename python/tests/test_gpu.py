@@ -311,6 +311,29 @@ def test_config_pins_a_plan(torch_cuda):
     with pytest.raises(kjit.InvalidArgumentError, match="config " + bad) as e:
         kjit.layer_norm(x, None, w, b, config=bad)
     assert e.value.field == "iters"
+    # A prepare given a config builds that plan and loads its kernel, no other: on a width no
+    # other test uses, the pinned call captures and the unpinned one (whose kernel, the
+    # heuristic's, is not loaded: it never picks scalar accesses for aligned rows) is refused. A
+    # prepare or a call that dropped config would turn both around.
+    pin = "threads=1024 team=1024 vec=1 iters=2 cluster=1"
+    xf2 = torch.randn(79, 2048, device="cuda")
+    w, b = torch.randn(2048, device="cuda"), torch.randn(2048, device="cuda")
+    assert kjit.prepare(kjit.layer_norm, xf2, None, w, b, config=pin) == pin
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        yf = kjit.layer_norm(xf2, None, w, b, config=pin)
+    g.replay()
+    torch.cuda.synchronize()
+    ref2 = F.layer_norm(xf2.double(), (2048,), w.double(), b.double(), 1e-5)
+    assert torch.allclose(yf.double(), ref2, atol=1e-4, rtol=1e-4)
+    with pytest.raises(kjit.CaptureCompileError, match="capture"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph(), stream=s):
+            kjit.layer_norm(xf2, None, w, b)
+    # Inside torch.compile the custom op carries config: a config that cannot run is refused.
+    fn = torch.compile(lambda t: kjit.layer_norm(t, None, w, b, config=bad))
+    with pytest.raises(Exception, match="config " + bad):
+        fn(xf2)
     xg = torch.randn(2, 64, 24, 24, device="cuda")
     gtext = kjit.prepare(kjit.group_norm, xg, 8)
     assert kjit.prepare(kjit.group_norm, xg, 8, config=gtext) == gtext

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 
 #include "kjit/error.hpp"
@@ -161,7 +162,7 @@ kjit::ops::LayerNormProblem ln_problem(const char* kind, const char* dtype, cons
 // op's parse_*_config: a text that is no config of the op is InvalidArgument on field "config"
 // before any work.
 template <class Options, class Config>
-Options options(float eps, int autotune, const char* config, Config (*parse)(const std::string&)) {
+Options options(float eps, int autotune, const char* config, Config (*parse)(std::string_view)) {
   Options o;
   o.eps = eps;
   o.autotune = autotune != 0;
@@ -271,9 +272,7 @@ int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int6
     kjit::ops::validate(p);
     check_buffer(buf, size);
     auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, o);
-    copy_text(info.config.describe() + "; kernel " + info.kernel + "; GEMM " + info.gemm_algo +
-                  " (" + info.gemm_source + ")",
-              buf, size);
+    copy_text(info.describe(), buf, size);
   });
 }
 

@@ -265,6 +265,11 @@ TEST_CASE(
   CHECK(last_error_has("linear_gn_min config: unknown word \"smem\""));
   CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 2, 1, lgm_bad, text, 128) == kInvalidArgument);
   CHECK(last_error_has("unknown word \"smem\""));
+  // The packed call reads its config before the pack (NULL here) is looked at.
+  CHECK(kjit_linear_gn_min_packed("fp32x3", 4, 8, 8, 2, buf, nullptr, buf + 128, buf + 160,
+                                  buf + 192, buf + 256, buf + 512, 1e-5f, nullptr, 0,
+                                  lgm_bad) == kInvalidArgument);
+  CHECK(last_error_has("unknown word \"smem\""));
   CHECK(std::string(text) == "unset");
   // A config's text gets past validation: prepare reaches the runtime (no driver here; on a GPU
   // machine it compiles, or refuses a config that cannot run the problem, naming config).

@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "kjit/error.hpp"
 #include "kjit/op/config_text.hpp"
+#include "kjit/op/target.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/layer_norm.hpp"
 #include "kjit/ops/linear_gn_min.hpp"
@@ -47,9 +49,11 @@ TEST_CASE("config text: the words' rules, each refusal naming the word") {
   for (const char* word : {"Threads=256", "=4", "4=4", "thr_eads=2", "threads:256"})
     CHECK(ln_refusal(std::string(word) + " team=32 vec=4 iters=1 cluster=1")
               .find("must be key=value or a flag") != std::string::npos);
-  for (const char* value : {"", "-1", "+1", "1x", "0x10", "2147483648", "99999999999", "1.0"})
+  for (const char* value :
+       {"", "-1", "+1", "1x", "0x10", "2147483648", "99999999999", "1.0", "0256", "00000000001"})
     CHECK(ln_refusal("threads=" + std::string(value) + " team=32 vec=4 iters=1 cluster=1")
-              .find("the value must be a decimal integer in [0, 2^31)") != std::string::npos);
+              .find("the value must be a decimal integer in [0, 2^31), without a sign or a "
+                    "leading zero") != std::string::npos);
   CHECK(ln_refusal(ok + " team=32").find("\"team\" is given twice") != std::string::npos);
   CHECK(ln_refusal(ok + " stream stream").find("\"stream\" is given twice") != std::string::npos);
   CHECK(ln_refusal(ok + " stream=1").find("\"stream\" is a flag and takes no value") !=
@@ -71,6 +75,9 @@ TEST_CASE("config text: the words' rules, each refusal naming the word") {
   CHECK(m.rfind("layer_norm config: ", 0) == 0);
   CHECK(m.find(ok) != std::string::npos);
   CHECK(ln_refusal(ok + " " + std::string(5000, 'y')).size() < 500);
+  std::string many = ok;
+  for (int i = 0; i < 40; ++i) many += " w" + std::to_string(i);
+  CHECK(ln_refusal(many).find("more than 32 words") != std::string::npos);
   CHECK(ln_refusal(ok + "\nstream").find("\"" + ok + "?stream\"") != std::string::npos);
 }
 
@@ -91,10 +98,12 @@ TEST_CASE("config text: layer_norm reads what describe() writes") {
   c.threads = 256, c.team = 256, c.vec = 4, c.iters = 4, c.cluster = 16, c.replicas = 4;
   CHECK(c.describe() == "threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4");
   CHECK(kjit::ops::parse_layer_norm_config(c.describe()) == c);
-  c.stream = true, c.replicas = 1;
-  CHECK(kjit::ops::parse_layer_norm_config(c.describe()) == c);
   CHECK(kjit::ops::parse_layer_norm_config("replicas=4 cluster=16 iters=4 vec=4 team=256 "
-                                           "threads=256") != c);
+                                           "threads=256") == c);  // any order
+  LayerNormConfig s = c;
+  s.stream = true, s.replicas = 1;
+  CHECK(kjit::ops::parse_layer_norm_config(s.describe()) == s);
+  CHECK(kjit::ops::parse_layer_norm_config(s.describe()) != c);
 }
 
 TEST_CASE("config text: group_norm names its family by words") {
@@ -112,7 +121,7 @@ TEST_CASE("config text: group_norm names its family by words") {
   CHECK(parse(base).affine_smem == true);
   for (const char* words : {" coop", " stream smem", " pipe split", " stream coop"})
     CHECK(refusal([&] { parse(base + words); }).find("name no family") != std::string::npos);
-  CHECK(refusal([&] { parse(base + " held=65"); }).find("held = 65 must be in [0, 64]") !=
+  CHECK(refusal([&] { parse(base + " held"); }).find("\"held\" needs a value") !=
         std::string::npos);
   for (GroupNormFamily f : {GroupNormFamily::Registers, GroupNormFamily::Stream,
                             GroupNormFamily::Smem, GroupNormFamily::SmemCoop, GroupNormFamily::Pipe,
@@ -136,4 +145,39 @@ TEST_CASE("config text: linear_gn_min's flags, an absent one false") {
   CHECK(refusal([&] {
           kjit::ops::parse_gn_min_config("threads=256 slice=32 sub=4 seq=2");
         }).find("linear_gn_min config: vec=<integer> is missing") == 0);
+}
+
+// What every prepare reports reads back, also for the problems whose heuristic is special: empty
+// ones (a GroupNorm of no spatial elements has iters = 0), single elements, the largest rows.
+TEST_CASE("config text: the heuristics' configs of edge problems read back") {
+  for (int cc : {80, 90})
+    for (bool aligned : {true, false}) {
+      const kjit::Target t = kjit::Target::for_cc(cc);
+      for (const auto& shape : {std::vector<int64_t>{2, 8, 0},
+                                {0, 8, 4},
+                                {1, 1, 1},
+                                {2, 64, 1},
+                                std::vector<int64_t>{1, 4, int64_t{1} << 28}}) {
+        const auto p =
+            kjit::ops::GroupNormProblem::from_shape(shape, shape[1] == 1 ? 1 : 4, kjit::DType::F32);
+        const GroupNormConfig c = kjit::ops::group_norm_heuristic(p, t, aligned);
+        CAPTURE(c.describe());
+        CHECK(kjit::ops::parse_group_norm_config(c.describe()) == c);
+      }
+      for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{4096}})
+        for (int64_t width :
+             {int64_t{1}, int64_t{3}, int64_t{65536}, kjit::ops::layer_norm_max_width()}) {
+          const auto p = kjit::ops::LayerNormProblem::rms_norm(rows, width, kjit::DType::BF16);
+          const LayerNormConfig c = kjit::ops::layer_norm_heuristic(p, t, aligned);
+          CAPTURE(c.describe());
+          CHECK(kjit::ops::parse_layer_norm_config(c.describe()) == c);
+        }
+      kjit::ops::LinearGnMinProblem q;
+      for (int64_t m : {int64_t{1}, int64_t{1024}, int64_t{1} << 20}) {
+        q.M = m, q.K = 64, q.N = 8192, q.G = 512;
+        const auto c = kjit::ops::gn_min_heuristic(q, t, aligned);
+        CAPTURE(c.describe());
+        CHECK(kjit::ops::parse_gn_min_config(c.describe()) == c);
+      }
+    }
 }

@@ -329,7 +329,9 @@ TEST_CASE("op registry: a problem's config field pins it to that config") {
       {"group_norm", {{"shape", dims({2, 320, 64, 64})}, {"groups", integer(32)}}},
       {"linear_gn_min",
        {{"M", integer(64)}, {"K", integer(256)}, {"N", integer(1024)}, {"groups", integer(32)}}}};
-  for (const auto& [op, fields] : problems) {
+  for (const auto& entry : problems) {
+    const std::string& op = entry.first;  // not a structured binding: lambdas capture it below
+    const auto& fields = entry.second;
     const auto plain = kjit::op::find_op(op).parse(kjit::op::Fields(op, fields));
     const auto cands = plain->candidates(t);
     REQUIRE(cands.size() > 1);

@@ -843,10 +843,12 @@ TEST_CASE("layer_norm through the C ABI: autotune tunes, stores and runs the tun
 }
 
 // The C ABI's config argument pins the call to a config's text, as LayerNormOptions::config
-// does: for every candidate of a problem (width from the seed: no other test's), the prepare
-// given that text writes the same text back, and the call given it computes the norm (a call
-// ignoring the argument would still compute it, but the prepare's text would be the
-// heuristic's). A text the op reads but cannot run the problem with is refused, naming config.
+// does. First, on a problem nothing has used (width from the seed), a prepare given a
+// candidate's text builds that plan and no other: the call given the text captures into a graph
+// and the call without it (the heuristic's plan) is refused as capture_compile; a prepare or a
+// call that dropped the argument would turn both around. Then for every candidate the prepare
+// writes the text back and the call computes the norm. A text the op reads but cannot run the
+// problem with is refused, naming the config.
 TEST_CASE("layer_norm through the C ABI: config pins every candidate") {
   auto& rt = runtime();
   kjit::Stream stream(rt);
@@ -866,7 +868,33 @@ TEST_CASE("layer_norm through the C ABI: config pins every candidate") {
   auto ptr = [](const kjit::DeviceBuffer& d) { return reinterpret_cast<void*>(d.ptr()); };
   const auto cands = kjit::ops::layer_norm_candidates(p, kjit::Target::of(rt), true);
   REQUIRE(cands.size() > 2);
-  const std::string heuristic = kjit::ops::prepare_layer_norm(rt, p).describe();
+  const std::string heuristic =
+      kjit::ops::layer_norm_heuristic(p, kjit::Target::of(rt), true).describe();
+  const std::string pin = cands[1].describe();
+  REQUIRE(pin != heuristic);
+  char pinned_text[128] = "";
+  REQUIRE(kjit_layer_norm_prepare("layer_norm", "f32", nullptr, rows, width, KJIT_ACTIVATION_NONE,
+                                  0, 1, 1, 0, pin.c_str(), pinned_text,
+                                  sizeof pinned_text) == KJIT_OK);
+  CHECK(std::string(pinned_text) == pin);
+  auto c_call = [&](const char* config) {
+    return kjit_layer_norm("layer_norm", "f32", nullptr, rows, width, KJIT_ACTIVATION_NONE, ptr(dx),
+                           nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), 1e-5f,
+                           static_cast<CUstream>(stream), 0, config);
+  };
+  int rc = -1;
+  {
+    kjit::Graph refused(rt, stream, [&] { rc = c_call(nullptr); });
+  }
+  CHECK(rc == KJIT_ERR_CAPTURE_COMPILE);
+  kjit::Graph graph(rt, stream, [&] { rc = c_call(pin.c_str()); });
+  REQUIRE(rc == KJIT_OK);
+  dy.fill_bytes(0xFF);
+  graph.launch(stream);
+  stream.synchronize();
+  const auto first = kjit::host::compare(dy.to_host<float>(n), ref.y, 1e-4, 1e-4);
+  CHECK(first.nonfinite == 0);
+  CHECK(first.allclose);
   int differ = 0;
   for (const LayerNormConfig& c : cands) {
     const std::string want = c.describe();

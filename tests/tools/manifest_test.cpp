@@ -619,4 +619,17 @@ TEST_CASE("a manifest entry with a config derives that config's kernels") {
         names(plain.specs));
   CHECK(error_field(with(base, "config", "threads=256")) == "config");
   CHECK(error_field(with(base, "config", 256)) == "config");
+  // A config the op would refuse is refused here, naming its field: never compiled.
+  CHECK(error_field(with(base, "config", "threads=33 team=7 vec=3 iters=1 cluster=1")) ==
+        "threads");
+  const json gn = {{"op", "group_norm"}, {"shape", {2, 64, 16, 16}}, {"groups", 8}};
+  CHECK(error_field(
+            with(gn, "config", "threads=256 team=256 vec=4 iters=1 cluster=16 smem held=60")) !=
+        "<none>");
+  const json lgm = {{"op", "linear_gn_min"}, {"M", 64}, {"K", 32}, {"N", 1024}, {"groups", 32}};
+  CHECK(error_field(with(lgm, "config", "threads=256 slice=5 sub=7 seq=1 vec=3")) != "<none>");
+  // linear-bias settles who adds the Linear's bias; it cannot say the opposite of bias_add.
+  json epi = with(lgm, "bias_add", "epilogue");
+  CHECK(error_field(with(epi, "config", "threads=256 slice=256 sub=8 seq=1 vec=4 linear-bias")) ==
+        "config");
 }

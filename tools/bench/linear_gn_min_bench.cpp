@@ -49,10 +49,8 @@ nlohmann::json run_linear_gn_min(kjit::Runtime& rt, CUstream stream, const Case&
       {"op", "linear_gn_min"},
       {"shape", shape_text(c)},
       {"dtype", c.dtype},
-      {"config", (info.split_kernel.empty() ? "" : info.split_kernel + " + ") + info.kernel +
-                     "; GEMM " + info.gemm_algo +
-                     (info.gemm_bias_epilogue ? " +bias epilogue" : " (bias in kernel)") + " " +
-                     info.gemm_source},
+      {"config",
+       info.describe() + (info.split_kernel.empty() ? "" : "; split " + info.split_kernel)},
       {"bytes", static_cast<double>((p.M * p.K + p.N * p.K + 2 * p.M * p.N) * 4)}};
   if (s.check) {
     out.fill_bytes(0xFF);

@@ -1,6 +1,9 @@
 // GroupNorm: problem validation, config validation, and what a config compiles to (through its
 // family's row, group_norm_family.cpp). Pure host code: no GPU needed (kjit-precompile uses it).
+#include <algorithm>
 #include <climits>
+#include <iterator>
+#include <string_view>
 
 #include "kjit/error.hpp"
 #include "kjit/op/checks.hpp"
@@ -121,32 +124,43 @@ namespace {
 
 constexpr const char* kFamilyWords[] = {"stream", "smem", "split", "pipe", "coop"};
 
-// The family words (of kFamilyWords, in its order, each followed by a blank) that f's
-// describe() writes: " smem" ... " coop" -> "smem coop ".
-std::string family_words(const gn::FamilyRow& f) {
-  const std::string written = std::string(f.words_before_held) + f.words_after_held + " ";
-  std::string words;
-  for (const char* w : kFamilyWords)
-    if (written.find(" " + std::string(w) + " ") != std::string::npos)
-      words += w + std::string(" ");
-  return words;
+// Whether the blank-separated words of `part` (" smem", " split coop") include `w`.
+bool has_word(std::string_view part, std::string_view w) {
+  for (size_t i = 0; i < part.size();) {
+    const size_t end = std::min(part.find(' ', i), part.size());
+    if (part.substr(i, end - i) == w) return true;
+    i = end + 1;
+  }
+  return false;
+}
+
+// Bit k set: f's describe() writes kFamilyWords[k].
+unsigned family_words(const gn::FamilyRow& f) {
+  unsigned bits = 0;
+  for (size_t k = 0; k < std::size(kFamilyWords); ++k)
+    if (has_word(f.words_before_held, kFamilyWords[k]) ||
+        has_word(f.words_after_held, kFamilyWords[k]))
+      bits |= 1u << k;
+  return bits;
 }
 
 }  // namespace
 
-GroupNormConfig parse_group_norm_config(const std::string& text) {
+GroupNormConfig parse_group_norm_config(std::string_view text) {
   op::ConfigText t("group_norm", text);
   GroupNormConfig c;
   c.threads = t.integer("threads", 1, 1024);
   c.team = t.integer("team", 1, 1024);
   c.vec = t.integer("vec", 1, 16);
-  c.iters = t.integer("iters", 1, 1 << 20);
-  c.cluster = t.integer("cluster", 1, 1024);
-  c.held = t.integer("held", 0, 0, 64);
+  // iters 0: the heuristic's config of an empty problem. The families' own rules (validate_config)
+  // bound iters, cluster and held where a config is used.
+  c.iters = t.integer("iters", 0, INT_MAX);
+  c.cluster = t.integer("cluster", 1, INT_MAX);
+  c.held = t.integer("held", 0, 0, INT_MAX);
   c.affine_smem = !t.flag("gmem-affine");
-  std::string given;  // the family words present, as family_words lists them
-  for (const char* w : kFamilyWords)
-    if (t.flag(w)) given += w + std::string(" ");
+  unsigned given = 0;  // as family_words
+  for (size_t k = 0; k < std::size(kFamilyWords); ++k)
+    if (t.flag(kFamilyWords[k])) given |= 1u << k;
   t.finish(
       "threads, team, vec, iters, cluster, held, gmem-affine, and a family's words: "
       "none (registers), stream, smem, smem coop, pipe, split, split coop");
@@ -155,8 +169,10 @@ GroupNormConfig parse_group_norm_config(const std::string& text) {
       c.family = f.family;
       return c;
     }
-  given.pop_back();  // not empty: every family but Registers has words, and Registers none
-  t.bad("the words \"" + given +
+  std::string words;
+  for (size_t k = 0; k < std::size(kFamilyWords); ++k)
+    if (given & (1u << k)) words += std::string(words.empty() ? "" : " ") + kFamilyWords[k];
+  t.bad("the words \"" + words +
         "\" name no family (registers: none; stream; smem; smem coop; pipe; split; split coop)");
 }
 
@@ -260,6 +276,8 @@ std::vector<Spec> group_norm_specs(const GroupNormProblem& p, const GroupNormCon
 
 std::vector<GroupNormConfig> group_norm_configs_for(const GroupNormProblem& p, const Target& t,
                                                     const GroupNormOptions& opt, bool aligned) {
+  // A forced config is checked here too, so that a manifest never compiles one the op refuses.
+  if (opt.config) validate_config(p, *opt.config, t.cc, aligned);
   if (opt.autotune && !opt.config) return group_norm_candidates(p, t, aligned);
   std::vector<GroupNormConfig> out{opt.config ? *opt.config : group_norm_heuristic(p, t, aligned)};
   if (out[0].needs_workspace()) out.push_back(group_norm_capture_fallback(p, t, aligned));

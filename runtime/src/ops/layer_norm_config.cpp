@@ -145,7 +145,7 @@ std::string LayerNormConfig::describe() const {
          (replicas != 1 ? " replicas=" + std::to_string(replicas) : "");
 }
 
-LayerNormConfig parse_layer_norm_config(const std::string& text) {
+LayerNormConfig parse_layer_norm_config(std::string_view text) {
   op::ConfigText t("layer_norm", text);
   LayerNormConfig c;
   c.threads = t.integer("threads", 1, 1024);
@@ -367,6 +367,8 @@ std::vector<LayerNormConfig> layer_norm_candidates(const LayerNormProblem& p, co
 
 std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
                                                     const LayerNormOptions& opt, bool aligned) {
+  // A forced config is checked here too, so that a manifest never compiles one the op refuses.
+  if (opt.config) validate_config(p, *opt.config, t.cc, aligned);
   std::vector<LayerNormConfig> out{opt.config ? *opt.config : layer_norm_heuristic(p, t, aligned)};
   // A device may refuse clusters over 8 CTAs (the non-portable sizes): then the portable one.
   if (!opt.config && out[0].cluster > 8) out.push_back(heuristic(p, t, aligned, 8));

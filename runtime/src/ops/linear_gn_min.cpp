@@ -446,8 +446,9 @@ SplitOperands split_operands(const detail::LgmPlan& plan, const LinearGnMinProbl
 // into the workspace first, for Fp32x3).
 void run_call(Runtime& rt, const LinearGnMinProblem& p, const void* x, const void* weight,
               CUdeviceptr pack, int64_t align_w, const float* linear_bias, const float* gamma,
-              const float* beta, const float* bias, float* out, const LinearGnMinOptions& opt,
-              CUstream stream, Workspace ws) {
+              const float* beta, const float* bias, float* out,
+              const LinearGnMinOptions& pinned_opt, CUstream stream, Workspace ws) {
+  const LinearGnMinOptions opt = with_pinned_bias_add(p, pinned_opt);  // no allocation
   detail::LgmState& st = rt.extension<detail::LgmState>();
   const size_t ab = ab_size(p.precision);
   const detail::LgmKey key = key_for(p, align_class(x, ab), align_w, align_class(linear_bias, 4),
@@ -494,8 +495,9 @@ void linear_gn_min(Runtime& rt, const LinearGnMinProblem& p, const void* x,
            ws);
 }
 
-void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
+void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& pinned_opt) {
   validate(p);
+  const LinearGnMinOptions opt = with_pinned_bias_add(p, pinned_opt);
   op::check_eps("linear_gn_min", opt.eps, [&] { return p.describe(); });
   const auto b = static_cast<int>(opt.bias_add);
   if (b < 0 || b > static_cast<int>(LinearBiasAdd::Kernel))
@@ -506,9 +508,15 @@ void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& opt) {
         "adds linear_bias after undoing the scales (use auto or kernel)");
 }
 
+std::string LinearGnMinInfo::describe() const {
+  return config.describe() + "; kernel " + kernel + "; GEMM " + gemm_algo + " (" + gemm_source +
+         ")";
+}
+
 LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
-                                      const LinearGnMinOptions& opt) {
-  validate(p, opt);
+                                      const LinearGnMinOptions& pinned_opt) {
+  validate(p, pinned_opt);
+  const LinearGnMinOptions opt = with_pinned_bias_add(p, pinned_opt);
   detail::LgmState& st = rt.extension<detail::LgmState>();
   const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
   const detail::LgmPlan& plan = plan_for(rt, st, p, key, opt, nullptr);

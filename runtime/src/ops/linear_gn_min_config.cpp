@@ -192,13 +192,13 @@ std::string GnMinConfig::describe() const {
          (linear_bias ? " linear-bias" : "") + (split ? " split" : "");
 }
 
-GnMinConfig parse_gn_min_config(const std::string& text) {
+GnMinConfig parse_gn_min_config(std::string_view text) {
   op::ConfigText t("linear_gn_min", text);
   GnMinConfig c;
   c.threads = t.integer("threads", 1, kMaxThreads);
   c.slice = t.integer("slice", 1, kMaxThreads);
   c.sub = t.integer("sub", 1, kMaxThreads);
-  c.seq = t.integer("seq", 1, 1 << 20);
+  c.seq = t.integer("seq", 1, INT_MAX);  // validate(p, c) bounds it where the config is used
   c.vec = t.integer("vec", 1, 16);
   c.pad = t.flag("pad");
   c.smem = !t.flag("global");
@@ -378,9 +378,24 @@ std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, const Ta
   return gn_min_candidates(p, t.cc, t.sm_count, out_aligned, t.max_smem_per_block);
 }
 
+LinearGnMinOptions with_pinned_bias_add(const LinearGnMinProblem& p, LinearGnMinOptions opt) {
+  if (!opt.config) return opt;
+  if (opt.config->linear_bias) {
+    if (opt.bias_add == LinearBiasAdd::Epilogue)
+      bad(p, "config " + opt.config->describe() +
+                 " has linear-bias (the fused kernel adds linear_bias), but bias_add = epilogue");
+    opt.bias_add = LinearBiasAdd::Kernel;
+  } else if (opt.bias_add == LinearBiasAdd::Auto && p.precision != Precision::Fp32x3) {
+    opt.bias_add = LinearBiasAdd::Epilogue;
+  }
+  return opt;
+}
+
 std::vector<GnMinConfig> linear_gn_min_configs_for(const LinearGnMinProblem& p, const Target& t,
-                                                   const LinearGnMinOptions& opt,
+                                                   const LinearGnMinOptions& pinned_opt,
                                                    bool out_aligned) {
+  const LinearGnMinOptions opt = with_pinned_bias_add(p, pinned_opt);
+  if (opt.config) validate(p, *opt.config);
   const bool tune = opt.autotune && !opt.config;
   const std::vector<GnMinConfig> base =
       opt.config ? std::vector<GnMinConfig>{*opt.config}

@@ -63,8 +63,7 @@ class LinearGnMinOpProblem : public op::OpProblem {
   std::string prepare(Runtime& rt, bool autotune, CUstream stream) const override {
     const LinearGnMinInfo info = prepare_linear_gn_min(rt, p_, options(autotune));
     reserve_linear_gn_min_workspace(rt, p_, stream);
-    return info.kernel + "; GEMM " + info.gemm_algo +
-           (info.gemm_bias_epilogue ? " +bias epilogue " : " (bias in kernel) ") + info.gemm_source;
+    return info.describe();  // the config first: what a problem's "config" field takes
   }
   void run(Runtime& rt, const std::vector<void*>& v, bool autotune,
            CUstream stream) const override {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kjit/activation.hpp"
@@ -112,7 +113,7 @@ struct GroupNormConfig {
 // by its words (none: Registers; stream; smem; smem coop; pipe; split; split coop). Throws
 // InvalidArgument (field "config") naming the word and the rule for any other text; whether the
 // config can run a problem is checked where it is used, as for any forced config.
-GroupNormConfig parse_group_norm_config(const std::string& text);
+GroupNormConfig parse_group_norm_config(std::string_view text);
 
 struct GroupNormOptions {
   float eps = 1e-5f;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kjit/activation.hpp"
@@ -72,7 +73,7 @@ struct LayerNormConfig {
 // and autotuning report, read back to be pinned (LayerNormOptions::config). Throws
 // InvalidArgument (field "config") naming the word and the rule for any other text; whether the
 // config can run a problem is checked where it is used, as for any forced config.
-LayerNormConfig parse_layer_norm_config(const std::string& text);
+LayerNormConfig parse_layer_norm_config(std::string_view text);
 
 struct LayerNormOptions {
   float eps = 1e-5f;  // F.layer_norm's default; F.rms_norm(eps=None) uses finfo(dtype).eps

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kjit/cuda.hpp"
@@ -95,7 +96,7 @@ struct GnMinConfig {
 // config as kjit-bench --sweep and autotuning report it, read back to be pinned
 // (LinearGnMinOptions::config). Throws InvalidArgument (field "config") naming the word and the
 // rule for any other text; whether the config can run a problem is checked where it is used.
-GnMinConfig parse_gn_min_config(const std::string& text);
+GnMinConfig parse_gn_min_config(std::string_view text);
 
 // Who adds the Linear's bias: cuBLASLt's bias epilogue, or the fused kernel as it reads Y (the
 // GEMM then runs without an epilogue). Auto: the plan's choice (autotuning times both).
@@ -117,9 +118,11 @@ struct LinearGnMinOptions {
   bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1: time the top 8 cuBLASLt algorithms
                           // and the kernel's candidate configs once, keep the fastest (disk cache)
   // The fused kernel's config, instead of the heuristic's or autotuning's (benchmarks, pinning a
-  // deployment); the GEMM is then the heuristic's, and the config's linear_bias follows it. One
-  // that cannot run the problem (or, with out_vec, an out not 16-byte aligned) is an
-  // InvalidArgument naming the field "config".
+  // deployment); the GEMM is then the heuristic's. Its linear_bias says who adds the Linear's
+  // bias (with_pinned_bias_add): true settles bias_add auto as kernel (bias_add epilogue is then
+  // an InvalidArgument), false settles auto as epilogue (fp32x3 always adds it in the kernel), so
+  // a config a prepare reported runs as it did. One that cannot run the problem (or, with
+  // out_vec, an out not 16-byte aligned) is an InvalidArgument naming the field "config".
   std::optional<GnMinConfig> config;
 };
 
@@ -227,6 +230,9 @@ struct LinearGnMinInfo {
   size_t gemm_workspace_bytes = 0;  // what the algorithm uses of the cuBLASLt workspace
   size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p): a call without a pack
   std::string split_kernel;         // Fp32x3: the split kernel's instantiation (else empty)
+  // "<config>; kernel <kernel>; GEMM <gemm_algo> (<gemm_source>)": what every prepare reports
+  // (C ABI, Python, the op registry); the text before the first ';' is what a config pins.
+  std::string describe() const;
 };
 
 // Builds the plan a call would use with 256-byte aligned x, weight, linear_bias and a 16-byte
@@ -245,6 +251,9 @@ void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, C
 void validate(const LinearGnMinProblem& p);
 // The same, and the options' rules for p (eps, bias_add; fp32x3 refuses bias_add = Epilogue).
 void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& opt);
+// The options a call with opt runs with: a pinned config's linear_bias settles bias_add (see
+// LinearGnMinOptions::config); without a config, opt itself.
+LinearGnMinOptions with_pinned_bias_add(const LinearGnMinProblem& p, LinearGnMinOptions opt);
 // Every check linear_gn_min makes before it needs the device: the problem, the options, the
 // pointers (null, alignment, out overlapping an input) and the workspace. Throws InvalidArgument.
 void validate_call(const LinearGnMinProblem& p, const void* x, const void* weight,
