@@ -224,7 +224,10 @@ std::optional<std::string_view> config_arg(const char* op, nb::handle config) {
   // With its length: a NUL inside must reach the parser (which refuses it), not cut the text.
   Py_ssize_t n = 0;
   const char* text = PyUnicode_AsUTF8AndSize(config.ptr(), &n);
-  if (!text) throw nb::python_error();
+  if (!text) {  // a lone surrogate: no UTF-8 form, so no config (whose text is ASCII)
+    PyErr_Clear();
+    bad_arg(op, "config", "is not encodable as UTF-8 (a config's text is ASCII)");
+  }
   return std::string_view(text, static_cast<size_t>(n));
 }
 

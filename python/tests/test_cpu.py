@@ -683,6 +683,9 @@ def test_config_is_a_configs_text_checked_before_the_runtime():
         assert e.value.field == "config"
         with pytest.raises(kjit.InvalidArgumentError, match="byte 0 at offset 11"):
             call("threads=256\0 team=32")  # the NUL reaches the parser
+        with pytest.raises(kjit.InvalidArgumentError, match="config is not encodable") as e:
+            call("threads=\ud800")  # a lone surrogate: no UTF-8 form
+        assert e.value.field == "config"
     _no_driver_yet(lambda: kjit.layer_norm(cc(4, 8), out=cc(4, 8),
                                            config="threads=32 team=8 vec=1 iters=1 cluster=1"))
     _no_driver_yet(lambda: kjit.group_norm(cc(2, 8, 4), 4, out=cc(2, 8, 4),
