@@ -229,7 +229,8 @@ def linear_gn_min(x, weight, linear_bias, gamma, beta, bias, num_groups, eps=1e-
     PyTorch's broadcast result, shape [1, N, M, 1], float32. precision: "fp32" (strict, the
     default for a weight tensor), "tf32", "bf16-inputs" or "fp32x3" (split precision,
     docs/OPS.md); a packed weight's own by default, and any other is refused. config: None, or
-    the fused kernel's config text (kjit.prepare's text before the first ";"), pinned. Inside
+    kjit.prepare's text before "; kernel" (the fused kernel's config, then "; GEMM " and the
+    cuBLASLt algorithm), pinned; the config alone pins the kernel only. Inside
     torch.compile, a call with a packed weight runs outside the compiled graph."""
     if (type(num_groups) is not int or type(eps) is not float) and not (
             _compiling is not None and _compiling()):  # the custom op's schema types them

@@ -119,7 +119,7 @@ ops::LinearGnMinOptions options(const char* op, double eps, bool autotune, nb::h
   ops::LinearGnMinOptions o;
   o.eps = eps_arg(op, eps);
   o.autotune = autotune;
-  if (auto text = config_arg(op, config)) o.config = ops::parse_gn_min_config(*text);
+  if (auto text = config_arg(op, config)) ops::pin_config_text(*text, &o);  // "; GEMM ..." too
   return o;
 }
 

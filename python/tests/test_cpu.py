@@ -686,6 +686,17 @@ def test_config_is_a_configs_text_checked_before_the_runtime():
         with pytest.raises(kjit.InvalidArgumentError, match="config is not encodable") as e:
             call("threads=\ud800")  # a lone surrogate: no UTF-8 form
         assert e.value.field == "config"
+    # Linear-GN-min's text may name the GEMM after the config (kjit.prepare's text before
+    # "; kernel"); prepare's whole report is refused, not partly read.
+    lgm = "threads=256 slice=32 sub=4 seq=2 vec=4"
+    gemm = "; GEMM id=21 tile=20 stages=8 splitk=1 reduction=0 swizzle=0 cluster=0"
+    for call in calls[-2:]:
+        with pytest.raises(kjit.InvalidArgumentError, match="is its report, not a pin") as e:
+            call(lgm + gemm + "; kernel kjit::gn_min<...>; GEMM from heuristic")
+        assert e.value.field == "config"
+        with pytest.raises(kjit.InvalidArgumentError, match="stages=<integer> is missing"):
+            call(lgm + "; GEMM id=21 tile=20")
+    _no_driver_yet(lambda: kjit.prepare(kjit.linear_gn_min, *lin(), config=lgm + gemm))
     _no_driver_yet(lambda: kjit.layer_norm(cc(4, 8), out=cc(4, 8),
                                            config="threads=32 team=8 vec=1 iters=1 cluster=1"))
     _no_driver_yet(lambda: kjit.group_norm(cc(2, 8, 4), 4, out=cc(2, 8, 4),

@@ -218,6 +218,25 @@ def lgm_reference(torch, x, w, v, groups):
     return torch.min(h, dim=1, keepdim=True)[0] + v[3].double().view(1, -1, 1, 1)
 
 
+def test_linear_gn_min_prepare_text_pins_the_config_and_the_gemm(torch_cuda):
+    # kjit.prepare's text before "; kernel" pins the fused kernel's config and cuBLASLt's
+    # algorithm: given back, the plan is the pinned one (GEMM from "pinned"), its answer the
+    # same; the whole text is refused.
+    torch = torch_cuda
+    x, w = torch.randn(128, 512, device="cuda"), torch.randn(256, 512, device="cuda") / 23
+    v = [torch.randn(256, device="cuda") for _ in range(4)]
+    text = kjit.prepare(kjit.linear_gn_min, x, w, *v, 16)
+    pin = text.split("; kernel ")[0]
+    assert "; GEMM id=" in pin and not pin.endswith(" ")
+    again = kjit.prepare(kjit.linear_gn_min, x, w, *v, 16, config=pin)
+    assert again.startswith(pin + "; kernel ") and again.endswith("; GEMM from pinned")
+    got = kjit.linear_gn_min(x, w, *v, 16, config=pin)
+    assert torch.equal(got, kjit.linear_gn_min(x, w, *v, 16))
+    assert torch.allclose(got.double(), lgm_reference(torch, x, w, v, 16), atol=1e-4, rtol=1e-4)
+    with pytest.raises(kjit.InvalidArgumentError, match="is its report, not a pin"):
+        kjit.linear_gn_min(x, w, *v, 16, config=text)
+
+
 def test_linear_gn_min_prepacked_weight(torch_cuda):
     torch = torch_cuda
     x, w = torch.randn(96, 300, device="cuda"), torch.randn(128, 300, device="cuda") / 17

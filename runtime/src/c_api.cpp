@@ -173,9 +173,12 @@ kjit::ops::GroupNormOptions gn_options(float eps, int autotune, const char* conf
   return options<kjit::ops::GroupNormOptions>(eps, autotune, config,
                                               kjit::ops::parse_group_norm_config);
 }
+// Linear-GN-min's text may pin its GEMM too ("<config>; GEMM <algo>": pin_config_text).
 kjit::ops::LinearGnMinOptions lgm_options(float eps, int autotune, const char* config) {
-  return options<kjit::ops::LinearGnMinOptions>(eps, autotune, config,
-                                                kjit::ops::parse_gn_min_config);
+  kjit::ops::LinearGnMinOptions o = options<kjit::ops::LinearGnMinOptions>(
+      eps, autotune, nullptr, kjit::ops::parse_gn_min_config);
+  if (config) kjit::ops::pin_config_text(config, &o);
+  return o;
 }
 kjit::ops::LayerNormOptions ln_options(float eps, int autotune, const char* config) {
   return options<kjit::ops::LayerNormOptions>(eps, autotune, config,

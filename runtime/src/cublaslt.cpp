@@ -118,7 +118,7 @@ bool algo_ok(cublasLtHandle_t h, MatmulDesc& desc, const Layout& a, const Layout
   return true;
 }
 
-std::string describe(const cublasLtMatmulAlgo_t& algo) {
+AlgoFields fields(const cublasLtMatmulAlgo_t& algo) {
   auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto zero) -> long long {
     decltype(zero) v = zero;
     size_t written = 0;
@@ -127,13 +127,21 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
       return -1;
     return static_cast<long long>(v);
   };
-  return "id=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_ID, int32_t{0})) +
-         " tile=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t{0})) +
-         " stages=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_STAGES_ID, uint32_t{0})) +
-         " splitk=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t{0})) +
-         " reduction=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t{0})) +
-         " swizzle=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t{0})) +
-         " cluster=" + std::to_string(get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t{0}));
+  return {get(CUBLASLT_ALGO_CONFIG_ID, int32_t{0}),
+          get(CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t{0}),
+          get(CUBLASLT_ALGO_CONFIG_STAGES_ID, uint32_t{0}),
+          get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t{0}),
+          get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t{0}),
+          get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t{0}),
+          get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t{0})};
+}
+
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  const AlgoFields f = fields(algo);
+  return "id=" + std::to_string(f.id) + " tile=" + std::to_string(f.tile) +
+         " stages=" + std::to_string(f.stages) + " splitk=" + std::to_string(f.splitk) +
+         " reduction=" + std::to_string(f.reduction) + " swizzle=" + std::to_string(f.swizzle) +
+         " cluster=" + std::to_string(f.cluster);
 }
 
 }  // namespace kjit::detail::lt

@@ -88,6 +88,11 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t h, Matmu
 // cublasLtMatmulAlgoCheck: true (and *workspace set) when the algorithm runs this problem.
 bool algo_ok(cublasLtHandle_t h, MatmulDesc& desc, const Layout& a, const Layout& b,
              const Layout& c, const Layout& d, const cublasLtMatmulAlgo_t& algo, size_t* workspace);
+// The algorithm's config attributes that kjit reports and pins (-1 where cuBLASLt gives none).
+struct AlgoFields {
+  long long id, tile, stages, splitk, reduction, swizzle, cluster;
+};
+AlgoFields fields(const cublasLtMatmulAlgo_t& algo);
 // "id=21 tile=... stages=... splitk=1 reduction=0 swizzle=0 cluster=..."
 std::string describe(const cublasLtMatmulAlgo_t& algo);
 

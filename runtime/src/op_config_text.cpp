@@ -112,7 +112,11 @@ void ConfigText::finish(const char* known) const {
 }
 
 void ConfigText::bad(const std::string& rule) const {
-  throw Error::invalid("config", std::string(op_) + " config: " + rule + " in " + shown(text_));
+  refuse(op_, text_, rule);
+}
+
+void ConfigText::refuse(const char* op, std::string_view text, const std::string& rule) {
+  throw Error::invalid("config", std::string(op) + " config: " + rule + " in " + shown(text));
 }
 
 }  // namespace kjit::op

@@ -270,6 +270,19 @@ TEST_CASE(
                                   buf + 192, buf + 256, buf + 512, 1e-5f, nullptr, 0,
                                   lgm_bad) == kInvalidArgument);
   CHECK(last_error_has("unknown word \"smem\""));
+  // Linear-GN-min's text may name the GEMM after the config, by its own rules; a prepare's
+  // report past "; kernel" is no pin.
+  const char* lgm_gemm_bad = "threads=256 slice=32 sub=4 seq=2 vec=4; GEMM id=21 tile=20";
+  CHECK(kjit_linear_gn_min_prepare("fp32", 4, 8, 8, 2, 0, lgm_gemm_bad, text, 128) ==
+        kInvalidArgument);
+  CHECK(last_error_has("stages=<integer> is missing"));
+  const char* lgm_report =
+      "threads=256 slice=32 sub=4 seq=2 vec=4; GEMM id=21 tile=20 stages=8 splitk=1 reduction=0 "
+      "swizzle=0 cluster=0; kernel kjit::gn_min<...>; GEMM from heuristic";
+  CHECK(kjit_linear_gn_min("fp32", 4, 8, 8, 2, buf, buf + 64, buf + 128, buf + 160, buf + 192,
+                           buf + 256, buf + 512, 1e-5f, nullptr, 0,
+                           lgm_report) == kInvalidArgument);
+  CHECK(last_error_has("is its report, not a pin"));
   CHECK(std::string(text) == "unset");
   // A config's text gets past validation: prepare reaches the runtime (no driver here; on a GPU
   // machine it compiles, or refuses a config that cannot run the problem, naming config).

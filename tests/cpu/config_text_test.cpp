@@ -147,6 +147,83 @@ TEST_CASE("config text: linear_gn_min's flags, an absent one false") {
         }).find("linear_gn_min config: vec=<integer> is missing") == 0);
 }
 
+// Linear-GN-min's text may name the GEMM after the config (LinearGnMinInfo::pin()): each part is
+// read by its own rules, and a prepare's report past "; kernel" is refused, not skipped.
+TEST_CASE("config text: linear_gn_min's \"<config>; GEMM <algo>\"") {
+  using kjit::ops::GemmAlgo;
+  const std::string config = "threads=256 slice=32 sub=4 seq=2 vec=4 pad linear-bias";
+  const GemmAlgo algo{21, 20, 8, 1, 0, 2, 13};
+  CHECK(algo.describe() == "id=21 tile=20 stages=8 splitk=1 reduction=0 swizzle=2 cluster=13");
+  CHECK(kjit::ops::parse_gemm_algo(algo.describe()) == algo);
+  CHECK(kjit::ops::parse_gemm_algo("cluster=13 swizzle=2 reduction=0 splitk=1 stages=8 tile=20 "
+                                   "id=21") == algo);
+  GemmAlgo other = algo;
+  other.splitk = 4;
+  CHECK(other != algo);
+
+  kjit::ops::LinearGnMinOptions o;
+  kjit::ops::pin_config_text(config, &o);
+  REQUIRE(o.config);
+  CHECK(*o.config == kjit::ops::parse_gn_min_config(config));
+  CHECK_FALSE(o.gemm);
+  for (const char* sep : {"; GEMM ", ";GEMM ", ";   GEMM "}) {
+    CAPTURE(sep);
+    kjit::ops::LinearGnMinOptions g;
+    kjit::ops::pin_config_text(config + sep + algo.describe(), &g);
+    REQUIRE(g.config);
+    CHECK(*g.config == kjit::ops::parse_gn_min_config(config));
+    CHECK(g.gemm == algo);
+    // A text without a GEMM clears one set before: the text is the whole pin.
+    kjit::ops::pin_config_text(config, &g);
+    CHECK_FALSE(g.gemm);
+  }
+  // What LinearGnMinInfo writes: pin() reads back; its whole report does not.
+  kjit::ops::LinearGnMinInfo info;
+  info.config = kjit::ops::parse_gn_min_config(config);
+  info.gemm_algo = algo.describe();
+  info.gemm_source = "autotuned";
+  info.kernel = "kjit::gn_min<...>";
+  CHECK(info.pin() == config + "; GEMM " + algo.describe());
+  CHECK(info.describe() == info.pin() + "; kernel kjit::gn_min<...>; GEMM from autotuned");
+  kjit::ops::LinearGnMinOptions back;
+  kjit::ops::pin_config_text(info.pin(), &back);
+  CHECK(back.gemm == algo);
+  auto pin = [](const std::string& text) {
+    return refusal([&] {
+      kjit::ops::LinearGnMinOptions r;
+      kjit::ops::pin_config_text(text, &r);
+    });
+  };
+  CHECK(pin(info.describe()).find("comes \"GEMM <algorithm>\" and nothing more") !=
+        std::string::npos);
+  CHECK(pin(config + "; kernel x").find("is its report, not a pin") != std::string::npos);
+  CHECK(pin(config + "; gemm " + algo.describe()).find("comes \"GEMM <algorithm>\"") !=
+        std::string::npos);
+  CHECK(pin(config + ";").find("comes \"GEMM <algorithm>\"") != std::string::npos);
+  CHECK(pin(config + "; GEMM ").find("linear_gn_min config:") == 0);  // no words
+  CHECK(pin(config + "; GEMM id=21 tile=20").find("stages=<integer> is missing") !=
+        std::string::npos);
+  CHECK(pin(config + "; GEMM " + algo.describe() + " split").find("unknown word \"split\"") !=
+        std::string::npos);
+  CHECK(pin(config + "; GEMM " + algo.describe() + " id=3").find("id") != std::string::npos);
+  CHECK(pin(config + "; GEMM id=-1 tile=20 stages=8 splitk=1 reduction=0 swizzle=2 cluster=13")
+            .find("linear_gn_min config:") == 0);
+  CHECK(pin("threads=256; GEMM " + algo.describe()).find("slice=<integer> is missing") !=
+        std::string::npos);  // the config's own rules first
+  // A pinned GEMM without a config settles bias_add auto as a plain call's: the epilogue
+  // (fp32x3: the kernel, which always adds it there).
+  kjit::ops::LinearGnMinProblem q;
+  q.M = 8, q.K = 16, q.N = 8, q.G = 2;
+  kjit::ops::LinearGnMinOptions g;
+  g.gemm = algo;
+  CHECK(kjit::ops::with_pinned_bias_add(q, g).bias_add == kjit::ops::LinearBiasAdd::Epilogue);
+  g.bias_add = kjit::ops::LinearBiasAdd::Kernel;
+  CHECK(kjit::ops::with_pinned_bias_add(q, g).bias_add == kjit::ops::LinearBiasAdd::Kernel);
+  g.bias_add = kjit::ops::LinearBiasAdd::Auto;
+  q.precision = kjit::ops::Precision::Fp32x3;
+  CHECK(kjit::ops::with_pinned_bias_add(q, g).bias_add == kjit::ops::LinearBiasAdd::Auto);
+}
+
 // What every prepare reports reads back, also for the problems whose heuristic is special: empty
 // ones (a GroupNorm of no spatial elements has iters = 0), single elements, the largest rows.
 TEST_CASE("config text: the heuristics' configs of edge problems read back") {

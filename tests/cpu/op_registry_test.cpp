@@ -356,5 +356,19 @@ TEST_CASE("op registry: a problem's config field pins it to that config") {
     CHECK(field_of([&] { kjit::op::find_op(op).parse(kjit::op::Fields(op, bad)); }) == "config");
     bad["config"] = integer(256);
     CHECK(field_of([&] { kjit::op::find_op(op).parse(kjit::op::Fields(op, bad)); }) == "config");
+    if (op != "linear_gn_min") continue;
+    // Linear-GN-min's text may name the GEMM too (LinearGnMinInfo::pin()): the same kernels
+    // (the GEMM compiles none), and the field written back whole.
+    const std::string gemm =
+        "; GEMM id=21 tile=20 stages=8 splitk=1 reduction=0 swizzle=0 cluster=0";
+    auto with = fields;
+    with["config"] = text(cands[0].config + gemm);
+    const auto pinned = kjit::op::find_op(op).parse(kjit::op::Fields(op, with));
+    CHECK(pinned->specs_for(t, true, false).front().instantiation() ==
+          cands[0].problem->specs_for(t, true, false).front().instantiation());
+    CHECK(pinned->fields_json().find(",\"config\":\"" + cands[0].config + gemm + "\"}") !=
+          std::string::npos);
+    bad["config"] = text(cands[0].config + "; GEMM id=21");
+    CHECK(field_of([&] { kjit::op::find_op(op).parse(kjit::op::Fields(op, bad)); }) == "config");
   }
 }

@@ -1,6 +1,7 @@
 // libFuzzer target: a config's text read back (kjit::op::ConfigText through each built-in op's
 // parse_*_config), which the C ABI, Python's config= and manifests hand untrusted text to. The
-// first byte picks the op (GroupNorm, LayerNorm, Linear-GN-min), the rest is the text.
+// first byte picks the op (GroupNorm, LayerNorm, Linear-GN-min's config, Linear-GN-min's pin
+// "<config>; GEMM <algo>" through pin_config_text), the rest is the text.
 //
 // The documented refusal is kjit::Error with InvalidArgument on field "config"; any other
 // exception, a crash or a sanitizer report is a finding. So is a config whose describe() does not
@@ -38,20 +39,41 @@ void check(Parse parse, const std::string& text) {
   }
 }
 
+// A Linear-GN-min pin as the options it sets, written back as LinearGnMinInfo::pin() writes it.
+struct Pin {
+  kjit::ops::LinearGnMinOptions o;
+  std::string describe() const {
+    return o.config->describe() + (o.gemm ? "; GEMM " + o.gemm->describe() : std::string());
+  }
+  friend bool operator==(const Pin& a, const Pin& b) {
+    return *a.o.config == *b.o.config && a.o.gemm == b.o.gemm;
+  }
+};
+
+Pin read_pin(const std::string& text) {
+  Pin p;
+  kjit::ops::pin_config_text(text, &p.o);
+  if (!p.o.config) fail("pin_config_text read \"" + text + "\" without setting a config");
+  return p;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       check(kjit::ops::parse_group_norm_config, text);
       break;
     case 1:
       check(kjit::ops::parse_layer_norm_config, text);
       break;
-    default:
+    case 2:
       check(kjit::ops::parse_gn_min_config, text);
+      break;
+    default:
+      check(read_pin, text);
   }
   return 0;
 }

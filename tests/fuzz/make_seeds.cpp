@@ -83,7 +83,8 @@ std::vector<std::pair<Key, Entry>> sample_entries() {
 namespace {
 
 // fuzz_config: every family's and kind's configs, as the ops' candidates for a few problems on
-// sm_90 describe them, each behind its op byte (0 GroupNorm, 1 LayerNorm, 2 Linear-GN-min).
+// sm_90 describe them, each behind its op byte (0 GroupNorm, 1 LayerNorm, 2 Linear-GN-min, 3
+// Linear-GN-min's config with a GEMM algorithm, as LinearGnMinInfo::pin() writes it).
 void write_config_seeds(const fs::path& dir) {
   using namespace kjit::ops;
   const kjit::Target t = kjit::Target::for_cc(90);
@@ -98,7 +99,11 @@ void write_config_seeds(const fs::path& dir) {
       seeds.push_back('\1' + c.describe());
   LinearGnMinProblem p;
   p.M = 1024, p.K = 8192, p.N = 8192, p.G = 512;
-  for (const GnMinConfig& c : gn_min_candidates(p, t, true)) seeds.push_back('\2' + c.describe());
+  const GemmAlgo algo{21, 20, 8, 1, 0, 0, 0};
+  for (const GnMinConfig& c : gn_min_candidates(p, t, true)) {
+    seeds.push_back('\2' + c.describe());
+    seeds.push_back('\3' + c.describe() + "; GEMM " + algo.describe());
+  }
   for (size_t i = 0; i < seeds.size(); ++i)
     write_file(dir / ("seed" + std::to_string(i)), seeds[i]);
 }

@@ -274,7 +274,8 @@ LinearGnMinProblem problem_of(const Data& d, Precision pr) {
 Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>& rows, bool with_ws,
            kjit::Stream& stream, bool autotune = false,
            kjit::ops::LinearBiasAdd bias_add = kjit::ops::LinearBiasAdd::Auto,
-           const kjit::ops::LinearGnMinWeights* pack = nullptr) {
+           const kjit::ops::LinearGnMinWeights* pack = nullptr,
+           std::optional<kjit::ops::GemmAlgo> gemm = std::nullopt) {
   auto& rt = runtime();
   const LinearGnMinProblem p = problem_of(d, pr);
   dev.out.fill_bytes(0xFF);
@@ -290,6 +291,7 @@ Run run_op(const Data& d, Precision pr, Device& dev, const std::vector<int64_t>&
   opt.eps = d.eps;
   opt.autotune = autotune;
   opt.bias_add = bias_add;
+  opt.gemm = gemm;
   if (pack)
     kjit::ops::linear_gn_min(rt, p, dev.xp(), *pack, dev.lbp(), dev.gp(), dev.bp(), dev.biasp(),
                              dev.outp(), opt, stream, w);
@@ -878,6 +880,91 @@ TEST_CASE("linear_gn_min: autotune picks among the top 8 and reuses its choice f
   check_strict(judge(d, ref, r), "autotuned");
 }
 
+// LinearGnMinOptions::gemm: each of the heuristic's algorithms, pinned, is the plan's and gives
+// strict-FP32 answers; its text (LinearGnMinInfo::pin) pins it again, through the C ABI too; a
+// pinned plan is its own (a capture finds it, and no other); an algorithm the problem does not
+// have is refused naming the field and listing those it has.
+TEST_CASE("linear_gn_min: a pinned GEMM runs the algorithm it names") {
+  auto& rt = runtime();
+  const Data d = make_data(256, 1024, 1024, 64, false, kjit_test::seed() + 41);
+  const LinearGnMinProblem p = problem_of(d, Precision::Fp32);
+  LinearGnMinOptions opt;
+  opt.eps = d.eps;
+  const std::vector<kjit::ops::GemmAlgo> algos = kjit::ops::linear_gn_min_gemm_algos(rt, p, opt);
+  REQUIRE(algos.size() >= 2);  // else a pin could not be told from the heuristic's choice
+  CHECK(kjit::ops::prepare_linear_gn_min(rt, p, opt).gemm_algo == algos[0].describe());
+  const Ref ref = reference(d, pick_rows(d, 3e7, 64, 3));
+  kjit::Stream stream(rt);
+  Device dev(d, {});
+  for (const kjit::ops::GemmAlgo& a : algos) {
+    INFO("pinned " << a.describe());
+    opt.gemm = a;
+    const auto info = kjit::ops::prepare_linear_gn_min(rt, p, opt);
+    CHECK(info.gemm_algo == a.describe());
+    CHECK(info.gemm_source == "pinned");
+    CHECK(info.gemm_bias_epilogue);  // auto settles as epilogue with a pinned GEMM
+    LinearGnMinOptions again;
+    again.eps = d.eps;
+    kjit::ops::pin_config_text(info.pin(), &again);
+    CHECK(again.gemm == a);
+    CHECK(kjit::ops::prepare_linear_gn_min(rt, p, again).describe() == info.describe());
+    const Run r = run_op(d, Precision::Fp32, dev, ref.rows, true, stream, false,
+                         kjit::ops::LinearBiasAdd::Auto, nullptr, a);
+    CHECK(r.guard_ok);
+    check_strict(judge(d, ref, r), "pinned " + a.describe());
+  }
+  // Through the C ABI: the text before "; kernel" pins the config and the GEMM.
+  opt.gemm = algos[1];
+  const auto info1 = kjit::ops::prepare_linear_gn_min(rt, p, opt);
+  char text[1024];
+  REQUIRE(kjit_linear_gn_min_prepare("fp32", p.M, p.K, p.N, p.G, 0, info1.pin().c_str(), text,
+                                     sizeof text) == 0);
+  CHECK(std::string(text).rfind(info1.pin() + "; kernel ", 0) == 0);
+  CHECK(std::string(text).find("; GEMM from pinned") != std::string::npos);
+  CHECK(kjit_linear_gn_min_prepare("fp32", p.M, p.K, p.N, p.G, 0, text, nullptr, 0) ==
+        KJIT_ERR_INVALID_ARGUMENT);  // the whole report is no pin
+  CHECK(std::string(kjit_last_error()).find("; kernel") != std::string::npos);
+  // With autotune a pinned GEMM stays: only the kernel's configs are timed.
+  opt.autotune = true;
+  const auto tuned = kjit::ops::prepare_linear_gn_min(rt, p, opt);
+  CHECK(tuned.gemm_algo == algos[1].describe());
+  CHECK(tuned.gemm_source == "pinned");
+  opt.autotune = false;
+  // A plan per pin: in a runtime of its own, the prepared pin captures; another pin, or none,
+  // would build a plan during the capture and is refused.
+  {
+    kjit::Runtime rt2;
+    kjit::Stream s2(rt2);
+    kjit::ops::prepare_linear_gn_min(rt2, p, opt);
+    kjit::ops::reserve_linear_gn_min_workspace(rt2, p, s2);
+    auto capture = [&](const LinearGnMinOptions& o) {
+      kjit::Graph g(rt2, s2, [&] {
+        kjit::ops::linear_gn_min(rt2, p, dev.xp(), dev.wp(), dev.lbp(), dev.gp(), dev.bp(),
+                                 dev.biasp(), dev.outp(), o, s2);
+      });
+    };
+    capture(opt);
+    LinearGnMinOptions other = opt;
+    other.gemm = algos[0];
+    CHECK_KJIT_ERROR(capture(other), kjit::Errc::CaptureCompile);
+    other.gemm.reset();
+    CHECK_KJIT_ERROR(capture(other), kjit::Errc::CaptureCompile);
+  }
+  // An algorithm the problem does not have.
+  kjit::ops::GemmAlgo none = algos[0];
+  none.id = 1 << 30;
+  opt.gemm = none;
+  try {
+    kjit::ops::prepare_linear_gn_min(rt, p, opt);
+    FAIL("a GEMM the problem does not have was accepted");
+  } catch (const kjit::Error& e) {
+    CHECK(e.code() == kjit::Errc::InvalidArgument);
+    CHECK(e.field() == "gemm");
+    CHECK(std::string(e.what()).find(none.describe()) != std::string::npos);
+    CHECK(std::string(e.what()).find(algos[0].describe()) != std::string::npos);
+  }
+}
+
 // A stored choice this build cannot use is tuned afresh and stored again, neither trusted nor an
 // error: a kernel config or a GEMM algorithm the candidate lists no longer have (a changed
 // template set, another cuBLASLt build). The two steps keep a record each (kjit::Autotuner).
@@ -1421,13 +1508,14 @@ TEST_CASE("linear_gn_min fp32x3: autotuning times the split GEMMs and reuses its
   opt.autotune = true;
   const auto info = kjit::ops::prepare_linear_gn_min(runtime(), p, opt);
   CHECK((info.gemm_source == "autotuned" || info.gemm_source == "cache"));
-  CHECK(info.gemm_algo.find("; hi*hi ") != std::string::npos);  // both GEMMs named
+  CHECK(info.gemm_slices.rfind("hi*hi in ", 0) == 0);  // both GEMMs named
   CHECK(info.split_kernel == "kjit::f16_split<256, 4, 1000>");
   if (runtime().compiler().disk_cache().mode() == kjit::cache::Mode::ReadWrite) {
     kjit::Runtime rt2;
     const auto again = kjit::ops::prepare_linear_gn_min(rt2, p, opt);
     CHECK(again.gemm_source == "cache");
     CHECK(again.gemm_algo == info.gemm_algo);
+    CHECK(again.gemm_slices == info.gemm_slices);
   }
   const Ref ref = reference(d, pick_rows(d, 3e7, 64, 2));
   kjit::Stream stream(runtime());

@@ -46,7 +46,7 @@ const char* kjit_version(void);
 /* autotune and config, in every call and prepare: autotune nonzero times the op's candidates once
  * per problem (stored in the disk cache, reused by later processes without timing; also under
  * KJIT_AUTOTUNE=1). config NULL: the heuristic's config, or autotuning's; else a config's text as
- * the prepare functions write it (for Linear-GN-min, the text before the first ';') or kjit-bench
+ * the prepare functions write it (for Linear-GN-min, the text before "; kernel") or kjit-bench
  * --sweep lists it ("threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4"; docs/OPS.md),
  * pinned: it wins over autotune. A text that is no config of the op is KJIT_ERR_INVALID_ARGUMENT
  * naming the word and the rule; a config that cannot run the problem is one naming the config,
@@ -84,9 +84,10 @@ int kjit_linear_gn_min(const char* precision, int64_t m, int64_t k, int64_t n, i
                        const void* x, const void* weight, const float* linear_bias,
                        const float* gamma, const float* beta, const float* bias, float* out,
                        float eps, void* stream, int autotune, const char* config);
-/* As kjit_group_norm_prepare: the plan chosen, as text into buf: the fused kernel's config (what
- * config takes), then "; kernel " and its instantiation, then "; GEMM " and cuBLASLt's algorithm.
- * The GEMM is not pinned by config: autotuning (or the heuristic) picks it. */
+/* As kjit_group_norm_prepare: the plan chosen, as text into buf: the fused kernel's config, then
+ * "; GEMM " and cuBLASLt's algorithm (that much is what config takes back to pin both; the
+ * config alone pins the kernel and leaves the GEMM to the heuristic or autotuning), then
+ * "; kernel " and its instantiation and "; GEMM from " where the algorithm came from. */
 int kjit_linear_gn_min_prepare(const char* precision, int64_t m, int64_t k, int64_t n,
                                int64_t groups, int autotune, const char* config, char* buf,
                                int64_t size);

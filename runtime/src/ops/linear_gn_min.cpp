@@ -2,6 +2,7 @@
 // kjit's per-stream workspaces, the cuBLASLt GEMM and the fused kernel's launch.
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -142,7 +143,15 @@ detail::LgmKey key_for(const LinearGnMinProblem& p, int64_t ax, int64_t aw, int6
                         f ? f->smem : 0,
                         f ? f->affine_smem : 0,
                         f ? f->out_vec : 0,
-                        f ? f->split : 0};
+                        f ? f->split : 0,
+                        opt.gemm ? 1 : 0,
+                        opt.gemm ? opt.gemm->id : 0,
+                        opt.gemm ? opt.gemm->tile : 0,
+                        opt.gemm ? opt.gemm->stages : 0,
+                        opt.gemm ? opt.gemm->splitk : 0,
+                        opt.gemm ? opt.gemm->reduction : 0,
+                        opt.gemm ? opt.gemm->swizzle : 0,
+                        opt.gemm ? opt.gemm->cluster : 0};
 }
 
 void throw_if_capturing(Runtime& rt, CUstream stream, const LinearGnMinProblem& p,
@@ -322,16 +331,63 @@ bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
          *workspace <= kLinearGnMinGemmWorkspace;
 }
 
+std::optional<GemmAlgo> LgmKey::pinned_gemm() const {
+  if (!gemm_forced) return std::nullopt;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  return GemmAlgo{i(gemm_id),        i(gemm_tile),    i(gemm_stages), i(gemm_splitk),
+                  i(gemm_reduction), i(gemm_swizzle), i(gemm_cluster)};
+}
+
+GemmAlgo gemm_algo_of(const cublasLtMatmulAlgo_t& algo) {
+  const lt::AlgoFields f = lt::fields(algo);
+  // -1 (a field cuBLASLt gave none for) and values past int stay unpinnable: parse refuses them.
+  auto i = [](long long v) { return v < 0 || v > INT_MAX ? -1 : static_cast<int>(v); };
+  return {i(f.id), i(f.tile), i(f.stages), i(f.splitk), i(f.reduction), i(f.swizzle), i(f.cluster)};
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> gemm_top(Runtime& rt, LgmState& st, const LgmKey& key,
+                                                      LgmGemm& g) {
+  std::vector<cublasLtMatmulHeuristicResult_t> out;
+  try {
+    out = gemm_candidates(rt, st, key, g, kLinearGnMinGemmTopK);
+  } catch (const Error& e) {
+    if (e.code() != Errc::Cublas) throw;
+    return {};  // no algorithm in this bias variant
+  }
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const cublasLtMatmulHeuristicResult_t& a) {
+                             return a.workspaceSize > kLinearGnMinGemmWorkspace;
+                           }),
+            out.end());
+  return out;
+}
+
+cublasLtMatmulHeuristicResult_t pinned_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p,
+                                            const LgmKey& key, LgmGemm& g) {
+  const GemmAlgo pin = *key.pinned_gemm();
+  const auto top = gemm_top(rt, st, key, g);
+  for (const auto& a : top)
+    if (gemm_algo_of(a.algo) == pin) return a;
+  std::string have;
+  for (const auto& a : top) have += (have.empty() ? "" : "; ") + gemm_algo_of(a.algo).describe();
+  bad(p, "gemm",
+      "gemm " + pin.describe() + " is not among cuBLASLt's top " +
+          std::to_string(kLinearGnMinGemmTopK) + " algorithms for this problem " +
+          (g.bias_epilogue ? "with" : "without") +
+          " the bias epilogue: " + (have.empty() ? std::string("it has none") : have));
+}
+
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g) {
   init_gemm(p, g);
   g->bias_epilogue =
       !linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), false, p.precision)
            .front();
-  const auto best = gemm_candidates(rt, st, key, *g, 1);
-  g->algo = best[0].algo;
-  g->workspace = best[0].workspaceSize;
-  g->source = "heuristic";
+  const auto best =
+      key.gemm_forced ? pinned_gemm(rt, st, p, key, *g) : gemm_candidates(rt, st, key, *g, 1)[0];
+  g->algo = best.algo;
+  g->workspace = best.workspaceSize;
+  g->source = key.gemm_forced ? "pinned" : "heuristic";
   if (g->split) build_slice_gemms(rt, st, g);
 }
 
@@ -508,9 +564,13 @@ void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& pinned_opt)
         "adds linear_bias after undoing the scales (use auto or kernel)");
 }
 
+std::string LinearGnMinInfo::pin() const {
+  return config.describe() + "; GEMM " + gemm_algo;
+}
+
 std::string LinearGnMinInfo::describe() const {
-  return config.describe() + "; kernel " + kernel + "; GEMM " + gemm_algo + " (" + gemm_source +
-         ")";
+  return pin() + "; kernel " + kernel + "; GEMM from " + gemm_source +
+         (gemm_slices.empty() ? "" : "; " + gemm_slices);
 }
 
 LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
@@ -524,7 +584,7 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
   info.config = plan.config;
   info.kernel = plan.kernel.instantiation();
   if (plan.config.split) info.kernel += " + " + plan.broadcast.instantiation();
-  info.gemm_algo = lt::describe(plan.gemm.algo);
+  info.gemm_algo = detail::gemm_algo_of(plan.gemm.algo).describe();
   info.gemm_source = plan.gemm.source;
   info.gemm_bias_epilogue = plan.gemm.bias_epilogue;
   info.gemm_workspace_bytes = plan.gemm.workspace;
@@ -532,13 +592,28 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
   if (plan.gemm.split) {
     info.split_kernel = plan.split_x.instantiation();
     const detail::LgmGemm& g = plan.gemm;
-    info.gemm_algo +=
-        "; hi*hi in " + std::to_string(g.slices) + " x K=" + std::to_string(g.slice.k);
-    info.gemm_algo += " slices: " + lt::describe(g.slice.algo);
+    info.gemm_slices = "hi*hi in " + std::to_string(g.slices) + " x K=" + std::to_string(g.slice.k);
+    info.gemm_slices += " slices: " + lt::describe(g.slice.algo);
     if (g.tail.k > 0)
-      info.gemm_algo += "; + K=" + std::to_string(g.tail.k) + ": " + lt::describe(g.tail.algo);
+      info.gemm_slices += "; + K=" + std::to_string(g.tail.k) + ": " + lt::describe(g.tail.algo);
   }
   return info;
+}
+
+std::vector<GemmAlgo> linear_gn_min_gemm_algos(Runtime& rt, const LinearGnMinProblem& p,
+                                               const LinearGnMinOptions& pinned_opt) {
+  validate(p, pinned_opt);
+  const LinearGnMinOptions opt = with_pinned_bias_add(p, pinned_opt);
+  detail::LgmState& st = rt.extension<detail::LgmState>();
+  const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
+  detail::LgmGemm g;
+  detail::init_gemm(p, &g);
+  // The bias variant a plan of these options runs its GEMM in (as build_gemm sets it).
+  g.bias_epilogue = !linear_gn_min_kernel_adds_bias(opt.bias_add, false, p.precision).front();
+  std::vector<GemmAlgo> out;
+  for (const auto& a : detail::gemm_top(rt, st, key, g))
+    out.push_back(detail::gemm_algo_of(a.algo));
+  return out;
 }
 
 void reserve_linear_gn_min_workspace(Runtime& rt, const LinearGnMinProblem& p, CUstream stream,

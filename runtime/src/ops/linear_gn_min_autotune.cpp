@@ -24,8 +24,6 @@ namespace {
 
 namespace lt = kjit::detail::lt;
 
-constexpr int kTopK = 8;
-
 struct GemmChoice {
   bool epilogue = true;
   cublasLtMatmulHeuristicResult_t algo{};
@@ -34,24 +32,16 @@ struct GemmChoice {
   }
 };
 
-// The heuristic's top kTopK in each bias mode the problem allows, within kjit's workspace.
-// (g's bias mode is left as the last one asked.)
+// The heuristic's top kLinearGnMinGemmTopK in each bias mode the problem allows, within kjit's
+// workspace (g's bias mode is left as the last one asked).
 std::vector<GemmChoice> gemm_choices(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g) {
   std::vector<GemmChoice> out;
   for (bool kernel_adds : linear_gn_min_kernel_adds_bias(
            static_cast<LinearBiasAdd>(key.bias_add), true, static_cast<Precision>(key.precision))) {
     g.bias_epilogue = !kernel_adds;
-    std::vector<cublasLtMatmulHeuristicResult_t> algos;
-    try {
-      algos = gemm_candidates(rt, st, key, g, kTopK);
-    } catch (const Error& e) {
-      if (e.code() != Errc::Cublas) throw;
-      continue;  // no algorithm in this mode: the other one may have some
-    }
-    // Within kjit's workspace, each description once (the tuner's record names a candidate by it).
-    for (const auto& a : algos) {
+    // Each description once (the tuner's record names a candidate by it).
+    for (const auto& a : gemm_top(rt, st, key, g)) {
       const GemmChoice c{!kernel_adds, a};
-      if (a.workspaceSize > kLinearGnMinGemmWorkspace) continue;
       if (std::none_of(out.begin(), out.end(),
                        [&](const GemmChoice& o) { return o.describe() == c.describe(); }))
         out.push_back(c);
@@ -168,10 +158,23 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   // Fp32x3: the tuner times the first GEMM's candidates (2/3 of the work) with the hi*hi
   // slices on the heuristic's algorithms.
   if (plan->gemm.split) build_slice_gemms(rt, st, &plan->gemm);
-  std::vector<GemmChoice> choices = gemm_choices(rt, st, key, plan->gemm);
-  if (choices.empty())
-    throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no algorithm for " + p.describe());
-  const auto gemms = gemm_tuner(p, key, std::move(choices));
+  // A pinned GEMM is not tuned (nor recorded): only the kernel's configs are, in its variant.
+  std::optional<kjit::TuneResult<GemmChoice>> gemm;
+  std::optional<kjit::Autotuner<GemmChoice>> gemms;
+  if (key.gemm_forced) {
+    plan->gemm.bias_epilogue = !linear_gn_min_kernel_adds_bias(
+                                    static_cast<LinearBiasAdd>(key.bias_add), false, p.precision)
+                                    .front();
+    gemm.emplace();
+    gemm->config = {plan->gemm.bias_epilogue, pinned_gemm(rt, st, p, key, plan->gemm)};
+  } else {
+    std::vector<GemmChoice> choices = gemm_choices(rt, st, key, plan->gemm);
+    if (choices.empty())
+      throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no algorithm for " + p.describe());
+    gemms.emplace(gemm_tuner(p, key, std::move(choices)));
+    gemm = gemms->recall(rt, [](const GemmChoice&) { return Launch{}; });
+  }
+  const char* gemm_source = key.gemm_forced ? "pinned" : "autotuned";
   const std::vector<GnMinConfig> cands = gn_min_candidates(p, Target::of(rt), key.out_aligned != 0);
   auto build = [&](const GnMinConfig& c, bool epilogue, LgmPlan* into) {
     into->gemm.bias_epilogue = epilogue;
@@ -187,13 +190,11 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
     };
   };
 
-  // Both stored: nothing to time, no scratch.
-  std::optional<kjit::TuneResult<GemmChoice>> gemm =
-      gemms.recall(rt, [](const GemmChoice&) { return Launch{}; });
+  // Both stored (or the GEMM pinned and the kernel's stored): nothing to time, no scratch.
   if (gemm) {
     if (auto k = kernels(gemm->config.epilogue).recall(rt, just_build(gemm->config.epilogue))) {
       apply(gemm->config, &plan->gemm);
-      plan->gemm.source = "cache";
+      plan->gemm.source = key.gemm_forced ? "pinned" : "cache";
       build(k->config, gemm->config.epilogue, plan);
       return;
     }
@@ -204,14 +205,14 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   kjit::detail::ContextGuard guard(rt.context());
   if (!gemm)
     // Candidates are timed one after another: each call sets the plan's GEMM to its own.
-    gemm = gemms.tune(rt, [&](const GemmChoice& c) -> Launch {
+    gemm = gemms->tune(rt, [&](const GemmChoice& c) -> Launch {
       return [c, &s, h, plan](CUstream stream) {
         apply(c, &plan->gemm);
         run_or_unsupported(plan->gemm, s, stream, h);
       };
     });
   apply(gemm->config, &plan->gemm);
-  plan->gemm.source = gemm->from_record ? "cache" : "autotuned";
+  plan->gemm.source = gemm->from_record ? "cache" : gemm_source;
   {
     Stream y_stream(rt);  // Y for the kernel's timing
     run_gemm(plan->gemm, s.xp, s.wp, s.lbp, s.y, s.lt_ws, y_stream, h);

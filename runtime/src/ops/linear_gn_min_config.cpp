@@ -210,6 +210,47 @@ GnMinConfig parse_gn_min_config(std::string_view text) {
   return c;
 }
 
+std::string GemmAlgo::describe() const {
+  return "id=" + std::to_string(id) + " tile=" + std::to_string(tile) +
+         " stages=" + std::to_string(stages) + " splitk=" + std::to_string(splitk) +
+         " reduction=" + std::to_string(reduction) + " swizzle=" + std::to_string(swizzle) +
+         " cluster=" + std::to_string(cluster);
+}
+
+GemmAlgo parse_gemm_algo(std::string_view text) {
+  op::ConfigText t("linear_gn_min", text);
+  GemmAlgo a;
+  a.id = t.integer("id", 0, INT_MAX);
+  a.tile = t.integer("tile", 0, INT_MAX);
+  a.stages = t.integer("stages", 0, INT_MAX);
+  a.splitk = t.integer("splitk", 0, INT_MAX);
+  a.reduction = t.integer("reduction", 0, INT_MAX);
+  a.swizzle = t.integer("swizzle", 0, INT_MAX);
+  a.cluster = t.integer("cluster", 0, INT_MAX);
+  t.finish("id, tile, stages, splitk, reduction, swizzle, cluster");
+  return a;
+}
+
+void pin_config_text(std::string_view text, LinearGnMinOptions* opt) {
+  const size_t semi = text.find(';');
+  const GnMinConfig config = parse_gn_min_config(text.substr(0, semi));
+  std::optional<GemmAlgo> gemm;
+  if (semi != std::string_view::npos) {
+    std::string_view rest = text.substr(semi + 1);
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    constexpr std::string_view kGemm = "GEMM ";
+    if (rest.substr(0, kGemm.size()) != kGemm || rest.find(';') != std::string_view::npos)
+      op::ConfigText::refuse(
+          "linear_gn_min", text,
+          "after the config's words and ';' comes \"GEMM <algorithm>\" and nothing more "
+          "(LinearGnMinInfo::pin(); a prepare's text from \"; kernel\" on is its report, not a "
+          "pin)");
+    gemm = parse_gemm_algo(rest.substr(kGemm.size()));
+  }
+  opt->config = config;
+  opt->gemm = gemm;
+}
+
 void validate(const LinearGnMinProblem& p) {
   if (p.precision != Precision::Fp32 && p.precision != Precision::Tf32 &&
       p.precision != Precision::Bf16Inputs && p.precision != Precision::Fp32x3)
@@ -379,7 +420,12 @@ std::vector<GnMinConfig> gn_min_candidates(const LinearGnMinProblem& p, const Ta
 }
 
 LinearGnMinOptions with_pinned_bias_add(const LinearGnMinProblem& p, LinearGnMinOptions opt) {
-  if (!opt.config) return opt;
+  if (!opt.config) {
+    // A pinned GEMM is an algorithm of one bias variant: auto settles as a plain call's.
+    if (opt.gemm && opt.bias_add == LinearBiasAdd::Auto && p.precision != Precision::Fp32x3)
+      opt.bias_add = LinearBiasAdd::Epilogue;
+    return opt;
+  }
   if (opt.config->linear_bias) {
     if (opt.bias_add == LinearBiasAdd::Epilogue)
       bad(p, "config " + opt.config->describe() +

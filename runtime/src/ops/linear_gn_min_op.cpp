@@ -25,15 +25,17 @@ std::string lower(std::string s) {
 class LinearGnMinOpProblem : public op::OpProblem {
  public:
   LinearGnMinOpProblem(const LinearGnMinProblem& p, LinearBiasAdd bias_add,
-                       std::optional<GnMinConfig> pinned = std::nullopt)
-      : p_(p), bias_add_(bias_add), pinned_(std::move(pinned)) {}
+                       std::optional<GnMinConfig> pinned = std::nullopt,
+                       std::optional<GemmAlgo> gemm = std::nullopt)
+      : p_(p), bias_add_(bias_add), pinned_(std::move(pinned)), gemm_(gemm) {}
   std::string describe() const override { return "linear_gn_min " + p_.describe(); }
   std::vector<Spec> specs_for(const Target& t, bool aligned, bool autotune) const override {
     return linear_gn_min_specs_for(p_, t, options(autotune), aligned);
   }
   std::string fields_json() const override {
     const std::string json = linear_gn_min_problem_json(p_, bias_add_);
-    return pinned_ ? with_config(json, pinned_->describe()) : json;
+    if (!pinned_) return json;
+    return with_config(json, pinned_->describe() + (gemm_ ? "; GEMM " + gemm_->describe() : ""));
   }
   // The fused kernel's candidates, each after the heuristic's GEMM (autotuning also times the
   // GEMM's algorithms and, for bias_add auto, who adds the bias). Described with the bias
@@ -63,7 +65,7 @@ class LinearGnMinOpProblem : public op::OpProblem {
   std::string prepare(Runtime& rt, bool autotune, CUstream stream) const override {
     const LinearGnMinInfo info = prepare_linear_gn_min(rt, p_, options(autotune));
     reserve_linear_gn_min_workspace(rt, p_, stream);
-    return info.describe();  // the config first: what a problem's "config" field takes
+    return info.describe();  // pin() first: what a problem's "config" field takes
   }
   void run(Runtime& rt, const std::vector<void*>& v, bool autotune,
            CUstream stream) const override {
@@ -96,11 +98,13 @@ class LinearGnMinOpProblem : public op::OpProblem {
     opt.bias_add = bias_add_;
     opt.autotune = autotune;
     opt.config = pinned_;  // a forced config wins over autotuning in every op
+    opt.gemm = gemm_;
     return opt;
   }
   LinearGnMinProblem p_;
   LinearBiasAdd bias_add_;
-  std::optional<GnMinConfig> pinned_;  // a candidate's config (candidates())
+  std::optional<GnMinConfig> pinned_;  // a candidate's config (candidates()), or "config"'s
+  std::optional<GemmAlgo> gemm_;       // "config"'s "; GEMM <algo>"
 };
 
 Precision precision_field(const op::Fields& f, DType dtype) {
@@ -149,9 +153,14 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   } catch (const Error& e) {
     f.bad(e.field() == "G" ? "groups" : e.field(), e.what());  // G is the manifest's "groups"
   }
-  std::optional<GnMinConfig> pinned;
-  if (f.has("config")) pinned = pinned_config(f, parse_gn_min_config);
-  return std::make_unique<LinearGnMinOpProblem>(p, bias_add, pinned);
+  LinearGnMinOptions pinned;
+  if (f.has("config"))
+    pinned = pinned_config(f, [](std::string_view text) {
+      LinearGnMinOptions o;
+      pin_config_text(text, &o);  // the config, and its GEMM when the text names one
+      return o;
+    });
+  return std::make_unique<LinearGnMinOpProblem>(p, bias_add, pinned.config, pinned.gemm);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct LgmKey {
   int64_t bias_add;  // LinearBiasAdd
   // A config forced through LinearGnMinOptions::config (all zero otherwise).
   int64_t forced, threads, slice, sub, seq, vec, pad, smem, affine_smem, out_vec, split;
+  // A GEMM algorithm pinned through LinearGnMinOptions::gemm (all zero otherwise).
+  int64_t gemm_forced, gemm_id, gemm_tile, gemm_stages, gemm_splitk, gemm_reduction, gemm_swizzle,
+      gemm_cluster;
+  std::optional<GemmAlgo> pinned_gemm() const;
 };
 
 // The GEMM in cuBLASLt's column-major terms. Row-major Y[M, N] = x[M, K] W^T is the column-major
@@ -139,7 +144,17 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
 // cublasLtMatmulAlgoCheck for g (an algorithm from the disk cache): fits the workspace too.
 bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
                   const cublasLtMatmulAlgo_t& algo, size_t* workspace);
-// The GEMM part of a plan with the heuristic's first algorithm (alignment classes from the key).
+// The algorithm's fields as a GemmAlgo (what LinearGnMinInfo reports and a pin names).
+GemmAlgo gemm_algo_of(const cublasLtMatmulAlgo_t& algo);
+// The heuristic's top kLinearGnMinGemmTopK for g within kjit's workspace (none: an empty list).
+std::vector<cublasLtMatmulHeuristicResult_t> gemm_top(Runtime& rt, LgmState& st, const LgmKey& key,
+                                                      LgmGemm& g);
+// The key's pinned algorithm among gemm_top (g initialized, its bias variant set), or
+// InvalidArgument naming the field "gemm" and listing the problem's algorithms.
+cublasLtMatmulHeuristicResult_t pinned_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p,
+                                            const LgmKey& key, LgmGemm& g);
+// The GEMM part of a plan with the heuristic's first algorithm (alignment classes from the key),
+// or the key's pinned one.
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g);
 // x and w are the caller's operands, or (split) the split rows of x and W.

@@ -36,6 +36,9 @@ class ConfigText {
   void finish(const char* known) const;
 
   [[noreturn]] void bad(const std::string& rule) const;
+  // The same refusal for a text no ConfigText was made of (e.g. a config text of several parts,
+  // each read by its own ConfigText): "<op> config: <rule> in \"<text>\"".
+  [[noreturn]] static void refuse(const char* op, std::string_view text, const std::string& rule);
 
  private:
   struct Word {

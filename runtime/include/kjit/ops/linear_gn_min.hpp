@@ -112,19 +112,54 @@ LinearBiasAdd parse_bias_add(const std::string& s);
 std::vector<bool> linear_gn_min_kernel_adds_bias(LinearBiasAdd b, bool autotune,
                                                  Precision precision = Precision::Fp32);
 
+// A cuBLASLt algorithm of the GEMM, by the config attributes kjit reads from it
+// (cublasLtMatmulAlgoConfigGetAttribute: ID, TILE_ID, STAGES_ID, SPLITK_NUM, REDUCTION_SCHEME,
+// CTA_SWIZZLING, CLUSTER_SHAPE_ID), as LinearGnMinInfo::gemm_algo reports it: what
+// LinearGnMinOptions::gemm pins.
+struct GemmAlgo {
+  int id = 0, tile = 0, stages = 0, splitk = 0, reduction = 0, swizzle = 0, cluster = 0;
+  // "id=21 tile=20 stages=8 splitk=1 reduction=0 swizzle=0 cluster=0"
+  std::string describe() const;
+  friend bool operator==(const GemmAlgo& a, const GemmAlgo& b) {
+    return a.id == b.id && a.tile == b.tile && a.stages == b.stages && a.splitk == b.splitk &&
+           a.reduction == b.reduction && a.swizzle == b.swizzle && a.cluster == b.cluster;
+  }
+  friend bool operator!=(const GemmAlgo& a, const GemmAlgo& b) { return !(a == b); }
+};
+// The inverse of GemmAlgo::describe (the seven words in any order, each once). Throws
+// InvalidArgument (field "config") naming the word and the rule for any other text.
+GemmAlgo parse_gemm_algo(std::string_view text);
+
 struct LinearGnMinOptions {
   float eps = 1e-5f;  // GroupNorm eps (finite, >= 0)
   LinearBiasAdd bias_add = LinearBiasAdd::Auto;
   bool autotune = false;  // also enabled by KJIT_AUTOTUNE=1: time the top 8 cuBLASLt algorithms
                           // and the kernel's candidate configs once, keep the fastest (disk cache)
   // The fused kernel's config, instead of the heuristic's or autotuning's (benchmarks, pinning a
-  // deployment); the GEMM is then the heuristic's. Its linear_bias says who adds the Linear's
-  // bias (with_pinned_bias_add): true settles bias_add auto as kernel (bias_add epilogue is then
-  // an InvalidArgument), false settles auto as epilogue (fp32x3 always adds it in the kernel), so
-  // a config a prepare reported runs as it did. One that cannot run the problem (or, with
-  // out_vec, an out not 16-byte aligned) is an InvalidArgument naming the field "config".
+  // deployment); the GEMM is then the heuristic's (or `gemm`). Its linear_bias says who adds the
+  // Linear's bias (with_pinned_bias_add): true settles bias_add auto as kernel (bias_add epilogue
+  // is then an InvalidArgument), false settles auto as epilogue (fp32x3 always adds it in the
+  // kernel), so a config a prepare reported runs as it did. One that cannot run the problem (or,
+  // with out_vec, an out not 16-byte aligned) is an InvalidArgument naming the field "config".
   std::optional<GnMinConfig> config;
+  // The GEMM's cuBLASLt algorithm, instead of the heuristic's first or autotuning's: one of the
+  // heuristic's top kLinearGnMinGemmTopK for the problem in the call's bias variant (with the
+  // config, its linear_bias; without one, bias_add, auto then settling as epilogue except for
+  // fp32x3) and alignment classes, which are what autotuning times; with an autotune it then
+  // times only the kernel's configs. Fp32x3's hi*hi slices keep the heuristic's first. Any other
+  // is an InvalidArgument naming the field "gemm" and listing those the problem has
+  // (linear_gn_min_gemm_algos).
+  std::optional<GemmAlgo> gemm;
 };
+
+// How many of cuBLASLt's heuristic algorithms autotuning times and a pinned gemm may name.
+constexpr int kLinearGnMinGemmTopK = 8;
+
+// Pins what a config text names (C ABI, Python, a manifest's "config"): "<config>" (see
+// parse_gn_min_config) sets opt.config, "<config>; GEMM <algo>" (LinearGnMinInfo::pin()) sets
+// opt.config and opt.gemm. Allocates nothing for a good text; throws InvalidArgument (field
+// "config") naming the part and the rule otherwise.
+void pin_config_text(std::string_view text, LinearGnMinOptions* opt);
 
 // Device memory a call needs besides its inputs and output: Y [M, N] fp32 and the row minima [M]
 // (each rounded up to 256 bytes), then the cuBLASLt workspace. Must be 256-byte aligned.
@@ -224,14 +259,18 @@ void validate_pack(const LinearGnMinProblem& p, const LinearGnMinWeights& weight
 struct LinearGnMinInfo {
   GnMinConfig config;               // the fused kernel's launch shape
   std::string kernel;               // its instantiation (" + " the broadcast kernel's when split)
-  std::string gemm_algo;            // the cuBLASLt algorithm (id, tile, stages, split-k, ...)
-  std::string gemm_source;          // "heuristic", "autotuned", or "cache" (autotuned earlier)
+  std::string gemm_algo;            // the cuBLASLt algorithm (GemmAlgo::describe())
+  std::string gemm_slices;          // Fp32x3: the hi*hi slices and their algorithms (else empty)
+  std::string gemm_source;          // "heuristic", "autotuned", "cache" (autotuned earlier) or
+                                    // "pinned" (LinearGnMinOptions::gemm)
   bool gemm_bias_epilogue = true;   // cuBLASLt adds linear_bias (false: the fused kernel does)
   size_t gemm_workspace_bytes = 0;  // what the algorithm uses of the cuBLASLt workspace
   size_t workspace_bytes = 0;       // linear_gn_min_workspace_size(p): a call without a pack
   std::string split_kernel;         // Fp32x3: the split kernel's instantiation (else empty)
-  // "<config>; kernel <kernel>; GEMM <gemm_algo> (<gemm_source>)": what every prepare reports
-  // (C ABI, Python, the op registry); the text before the first ';' is what a config pins.
+  // "<config>; GEMM <gemm_algo>": the text that pins this plan again (pin_config_text).
+  std::string pin() const;
+  // "<pin()>; kernel <kernel>; GEMM from <gemm_source>[; <gemm_slices>]": what every prepare
+  // reports (C ABI, Python, the op registry); the text before "; kernel" is pin().
   std::string describe() const;
 };
 
@@ -240,6 +279,11 @@ struct LinearGnMinInfo {
 // also inside a graph capture, builds nothing.
 LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
                                       const LinearGnMinOptions& opt = {});
+// The GEMM algorithms LinearGnMinOptions::gemm may name for a call with opt and 256-byte
+// aligned operands (cuBLASLt's heuristic, best first, within kjit's cuBLASLt workspace): what a
+// sweep of the GEMM would try. Asks cuBLASLt only; builds no plan.
+std::vector<GemmAlgo> linear_gn_min_gemm_algos(Runtime& rt, const LinearGnMinProblem& p,
+                                               const LinearGnMinOptions& opt = {});
 // Makes sure kjit's own workspace for `stream` fits p (needed before capturing a call without a
 // caller workspace). Note: a graph captured that way uses that stream's workspace when replayed.
 // `packed_weight`: for calls with a prepacked weight, which need no room to split W
@@ -252,7 +296,8 @@ void validate(const LinearGnMinProblem& p);
 // The same, and the options' rules for p (eps, bias_add; fp32x3 refuses bias_add = Epilogue).
 void validate(const LinearGnMinProblem& p, const LinearGnMinOptions& opt);
 // The options a call with opt runs with: a pinned config's linear_bias settles bias_add (see
-// LinearGnMinOptions::config); without a config, opt itself.
+// LinearGnMinOptions::config); without a config, a pinned gemm settles auto as epilogue (fp32x3:
+// kernel); without either, opt itself.
 LinearGnMinOptions with_pinned_bias_add(const LinearGnMinProblem& p, LinearGnMinOptions opt);
 // Every check linear_gn_min makes before it needs the device: the problem, the options, the
 // pointers (null, alignment, out overlapping an input) and the workspace. Throws InvalidArgument.
