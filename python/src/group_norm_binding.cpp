@@ -105,7 +105,12 @@ void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.group_norm allocates it)");
   const ops::GroupNormOptions o = options(kOp, eps, autotune, config);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.group_norm.
-  if (c.x.numel() == 0) return;
+  // A pinned config must still fit the problem, as the C++ and C calls check it (prepare builds
+  // nothing for an empty problem).
+  if (c.x.numel() == 0) {
+    if (o.config) ops::prepare_group_norm(runtime_for(c.x.device_id), c.p, o);
+    return;
+  }
   Runtime& rt = runtime_for(c.x.device_id);  // ops::group_norm checks eps and the pointers
   nb::gil_scoped_release release;            // a first call compiles: let other Python threads run
   ops::group_norm(rt, c.p, c.x.data, c.out.data, c.weight.data, c.bias.data, o, as_stream(stream));

@@ -104,7 +104,12 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
     bad_arg(c.op, "sum_out", "is required with a residual (the Python function allocates it)");
   const ops::LayerNormOptions o = options(c.op, eps, autotune, config);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
-  if (c.x.numel() == 0) return;
+  // A pinned config must still fit the problem, as the C++ and C calls check it (prepare builds
+  // nothing for no rows; read_call refused a width of 0).
+  if (c.x.numel() == 0) {
+    if (o.config) ops::prepare_layer_norm(runtime_for(c.x.device_id), c.p, o);
+    return;
+  }
   Runtime& rt = runtime_for(c.x.device_id);  // ops::layer_norm checks eps and the pointers
   nb::gil_scoped_release release;            // a first call compiles: let other Python threads run
   ops::layer_norm(rt, c.p, c.x.data, c.residual.data, c.out.data, c.sum.data, c.weight.data,

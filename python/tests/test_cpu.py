@@ -361,6 +361,14 @@ def test_empty_tensors_are_nothing_to_do():
     with pytest.raises(kjit.InvalidArgumentError, match="out has shape"):
         kjit._native.group_norm(cuda_capsule(0, 8, 4, data=0), cuda_capsule(0, 8, 5, data=0),
                                 None, None, 4, 1e-5, 1, False, 0)
+    # A pinned config is checked against the empty problem, as the C++ and C calls check it:
+    # that needs the device's properties, so the call gets as far as the runtime.
+    _no_driver_yet(lambda: kjit._native.layer_norm(
+        0, cuda_capsule(0, 8, data=0), None, cuda_capsule(0, 8, data=0), None, None, None, 1e-5,
+        0, False, 0, "threads=32 team=8 vec=1 iters=1 cluster=1"))
+    _no_driver_yet(lambda: kjit._native.group_norm(
+        cuda_capsule(0, 8, 4, data=0), cuda_capsule(0, 8, 4, data=0), None, None, 4, 1e-5, 1,
+        False, 0, "threads=256 team=256 vec=4 iters=1 cluster=1"))
 
 
 def test_prepack_linear_gn_min_validation():

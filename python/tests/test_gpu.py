@@ -218,6 +218,22 @@ def lgm_reference(torch, x, w, v, groups):
     return torch.min(h, dim=1, keepdim=True)[0] + v[3].double().view(1, -1, 1, 1)
 
 
+def test_a_pinned_config_is_checked_on_empty_tensors(torch_cuda):
+    # An empty batch launches nothing, but a config that cannot run the problem is refused as
+    # the C++ and C calls refuse it (it would be as soon as rows arrived); one that can runs.
+    torch = torch_cuda
+    x = torch.empty(0, 96, device="cuda")
+    short = "threads=32 team=8 vec=4 iters=2 cluster=1"  # holds 64 of the row's 96
+    with pytest.raises(kjit.InvalidArgumentError, match="fewer than width") as e:
+        kjit.layer_norm(x, config=short)
+    assert e.value.field == "iters"
+    assert kjit.layer_norm(x, config="threads=32 team=8 vec=4 iters=3 cluster=1").shape == (0, 96)
+    xg = torch.empty(0, 8, 4, device="cuda")
+    with pytest.raises(kjit.InvalidArgumentError) as e:
+        kjit.group_norm(xg, 4, config="threads=48 team=256 vec=4 iters=1 cluster=1")
+    assert e.value.field != "config"  # the config's own rule for the problem, not its text
+
+
 def test_linear_gn_min_prepare_text_pins_the_config_and_the_gemm(torch_cuda):
     # kjit.prepare's text before "; kernel" pins the fused kernel's config and cuBLASLt's
     # algorithm: given back, the plan is the pinned one (GEMM from "pinned"), its answer the
