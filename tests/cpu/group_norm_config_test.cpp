@@ -11,6 +11,19 @@
 
 using kjit::ops::GroupNormConfig;
 using F = kjit::ops::GroupNormFamily;
+
+namespace {
+
+// c with a staged config's iters as its kernel derives them (the slice's vectors per thread):
+// validate_config refuses any other, so a test that reshapes a staged config sets them again.
+GroupNormConfig with_staged_iters(GroupNormConfig c, const kjit::ops::GroupNormProblem& p) {
+  const int64_t nvec = p.C / p.groups * p.S / c.vec;  // NCHW: a group is contiguous
+  const int64_t share = (nvec + c.cluster - 1) / c.cluster;
+  c.iters = static_cast<int>((share + c.threads - 1) / c.threads);
+  return c;
+}
+
+}  // namespace
 using kjit::ops::GroupNormProblem;
 using kjit::ops::Layout;
 
@@ -380,10 +393,22 @@ TEST_CASE("a forced config is checked against the problem, naming the field and 
     if (k.family == F::Smem && k.cluster == 1 && sm.family != F::Smem) sm = k;
   REQUIRE(sm.family == F::Smem);
   kjit::ops::validate_config(p, sm, 90, true);
+  // gmem-affine changes only gn_fwd (registers, stream): on another family it is refused, not
+  // ignored.
+  GroupNormConfig gmem = sm;
+  gmem.affine_smem = false;
+  expect(gmem, "gmem-affine changes only the registers and stream families' kernel", 90);
+  for (const GroupNormConfig& k : kjit::ops::group_norm_candidates(p, 90))
+    if (k.family == F::Registers || k.family == F::Stream) {
+      GroupNormConfig g = k;
+      g.affine_smem = false;
+      CHECK_NOTHROW(kjit::ops::validate_config(p, g, 90, true));
+    }
   expect(sm, "smem staging needs sm_90", 80);
   const GroupNormProblem big = GroupNormProblem::from_shape({1, 64, 512, 512}, 1, kjit::DType::F32);
   GroupNormConfig whole = sm;
   whole.cluster = 1;
+  whole = with_staged_iters(whole, big);
   try {
     kjit::ops::validate_config(big, whole, 90, true);
     FAIL("a 64 MB slice accepted");
@@ -493,13 +518,19 @@ TEST_CASE("held slices: up to 16 vectors, more than 8 only up to 512 threads") {
   CHECK(c.cluster == 2);
   c.held = 16;
   c.threads = c.team = 256;
+  c = with_staged_iters(c, p);
   CHECK_NOTHROW(kjit::ops::validate_config(p, c, 90, true));
+  c.iters += 1;  // a staged kernel derives its vectors per thread: iters is checked, not ignored
+  CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
+                       doctest::Contains("must be the slice's vectors per thread"), kjit::Error);
+  c = with_staged_iters(c, p);
   c.held = 17;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
                        doctest::Contains("must be in [0, 16]"), kjit::Error);
   c.held = 12;
   c.threads = c.team = 1024;
   c.cluster = 1;  // a 16384-vector slice: 12288 held, 4096 staged
+  c = with_staged_iters(c, p);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
                        doctest::Contains("needs threads <= 512, not 1024"), kjit::Error);
   // 16-bit types are offered held 4 only (8 and 16 spill).
@@ -518,10 +549,10 @@ TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
   c.threads = c.team = 256;
   c.held = 4;
   c.cluster = 32;  // 2048-vector slices, 1024 of them held
-  kjit::ops::validate_config(p, c, 90, true);
+  kjit::ops::validate_config(p, with_staged_iters(c, p), 90, true);
   c.cluster = 64;
   c.held = 0;
-  kjit::ops::validate_config(p, c, 90, true);
+  kjit::ops::validate_config(p, with_staged_iters(c, p), 90, true);
   c.cluster = 128;
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
                        doctest::Contains("cluster = 128 must be a power of two <= 64 (CTAs per "
@@ -531,6 +562,7 @@ TEST_CASE("staged cooperative GroupNorm configs: rules, candidates, kernels") {
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 90, true),
                        doctest::Contains("coop with smem staging needs cluster >= 2"), kjit::Error);
   c.cluster = 16;
+  c = with_staged_iters(c, p);
   CHECK_THROWS_WITH_AS(kjit::ops::validate_config(p, c, 80, true),
                        doctest::Contains("smem staging needs sm_90"), kjit::Error);
   GroupNormConfig plain = c;

@@ -248,6 +248,13 @@ void check_shared(const gn::Check& k, const gn::FamilyRow& f) {
   if (c.iters < 1) k.bad("iters = " + std::to_string(c.iters) + " must be >= 1");
   if (c.held != 0 && !f.has(gn::kStaged))
     k.bad("held = " + std::to_string(c.held) + " needs smem staging");
+  // A word no kernel reads is refused, not ignored: two texts would pin one kernel as two plans,
+  // and a caller would believe it chose something.
+  if (!c.affine_smem && c.family != GroupNormFamily::Registers &&
+      c.family != GroupNormFamily::Stream)
+    k.bad(
+        "gmem-affine changes only the registers and stream families' kernel (gn_fwd); this "
+        "family's kernels do not read it");
 }
 
 }  // namespace

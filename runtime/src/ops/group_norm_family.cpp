@@ -244,6 +244,12 @@ void check_staged(const Check& k) {
   if (k.p.layout != Layout::NCHW || c.vec != full_vec(k.p))
     k.bad("smem staging needs NCHW and full 16-byte vectors");
   const int64_t share = ceil_div(group_len(k.p) / c.vec, c.cluster);
+  // The kernel takes the slice's vectors per thread from the problem, not from iters: any other
+  // value would be a word that changes nothing (staged_config writes this one).
+  if (c.iters != ceil_div(share, c.threads))
+    k.bad("iters = " + std::to_string(c.iters) + " must be the slice's vectors per thread, " +
+          "ceil(" + std::to_string(share) + " / threads) = " +
+          std::to_string(ceil_div(share, c.threads)) + " (a staged kernel derives it)");
   if (c.held < 0 || c.held > 16 || int64_t{c.threads} * c.held >= share)
     k.bad("held = " + std::to_string(c.held) + " must be in [0, 16] and leave part of the " +
           std::to_string(share) + "-vector slice to shared memory");
