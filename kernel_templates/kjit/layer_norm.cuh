@@ -519,7 +519,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // cluster then combines those in one CTA reduction instead of two (rownorm::cta_moments; one
   // fp32 row of 2^20 on the H200: 14.7 -> 13.9 us). Held clusters do not take moments: with
   // them (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
-  // Held clusters sum the squares alongside instead (kRowSums, below).
+  // Held clusters sum the squares alongside instead (kRowSums, below). Nor does the stream
+  // without a cluster: under its 48-register cap cta_moments spills 48 bytes (LayerNorm fp32
+  // 16384x4096: 127.3 -> 158.8 us).
   constexpr bool kCtaMoments = !kRms && kCluster > 1 && kStream;
   const rownorm::SumScale sc(width);  // LayerNorm's `part` is its values' sum times sc.scale
   float part = 0.f, squares = 0.f;
