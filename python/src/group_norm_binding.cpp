@@ -92,11 +92,10 @@ GnCall read_call(nb::handle x, nb::handle out, nb::handle weight, nb::handle bia
 }
 
 ops::GroupNormOptions options(const char* op, double eps, bool autotune, nb::handle config) {
-  ops::GroupNormOptions o;
-  o.eps = eps_arg(op, eps);
-  o.autotune = autotune;
-  if (auto text = config_arg(op, config)) o.config = ops::parse_group_norm_config(*text);
-  return o;
+  return call_options<ops::GroupNormOptions>(op, eps, autotune, config,
+                                             [](std::string_view text, ops::GroupNormOptions* o) {
+                                               o->config = ops::parse_group_norm_config(text);
+                                             });
 }
 
 void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias, int64_t groups,

@@ -88,11 +88,10 @@ LnCall read_call(int kind, nb::handle x, nb::handle residual, nb::handle out, nb
 }
 
 ops::LayerNormOptions options(const char* op, double eps, bool autotune, nb::handle config) {
-  ops::LayerNormOptions o;
-  o.eps = eps_arg(op, eps);
-  o.autotune = autotune;
-  if (auto text = config_arg(op, config)) o.config = ops::parse_layer_norm_config(*text);
-  return o;
+  return call_options<ops::LayerNormOptions>(op, eps, autotune, config,
+                                             [](std::string_view text, ops::LayerNormOptions* o) {
+                                               o->config = ops::parse_layer_norm_config(text);
+                                             });
 }
 
 void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,

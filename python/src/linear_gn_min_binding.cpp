@@ -116,11 +116,8 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
 }
 
 ops::LinearGnMinOptions options(const char* op, double eps, bool autotune, nb::handle config) {
-  ops::LinearGnMinOptions o;
-  o.eps = eps_arg(op, eps);
-  o.autotune = autotune;
-  if (auto text = config_arg(op, config)) ops::pin_config_text(*text, &o);  // "; GEMM ..." too
-  return o;
+  // The text may pin the GEMM too ("<config>; GEMM <algo>").
+  return call_options<ops::LinearGnMinOptions>(op, eps, autotune, config, ops::pin_config_text);
 }
 
 // Runs a checked call (`pack`: with that prepacked weight instead of c.weight); ops::linear_gn_min
