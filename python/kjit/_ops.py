@@ -497,7 +497,8 @@ def prepare(op, *args, **kwargs):
     allocates nothing (a call that would compile inside a capture raises CaptureCompileError).
     op: kjit.group_norm, kjit.linear_gn_min, kjit.layer_norm, kjit.rms_norm (or their names).
     Returns a description of the plan chosen: the config's text, which the op's config= takes to
-    pin it (Linear-GN-min: the fused kernel's config, then "; kernel ...; gemm ...")."""
+    pin it (Linear-GN-min: the fused kernel's config and "; GEMM <algorithm>", the part config=
+    takes, then "; kernel ...; GEMM from ...")."""
     prep = _preparers.get(op) if isinstance(op, str) or callable(op) else None
     if prep is None:
         raise InvalidArgumentError(

@@ -86,10 +86,10 @@ void MatmulDesc::set_raw(cublasLtMatmulDescAttributes_t attr, const void* v, siz
                                   ") failed: " + status_text(st));
 }
 
-std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t h, MatmulDesc& desc,
-                                                       const Layout& a, const Layout& b,
-                                                       const Layout& c, const Layout& d,
-                                                       const Preference& pref, int count) {
+std::vector<cublasLtMatmulHeuristicResult_t> usable(cublasLtHandle_t h, MatmulDesc& desc,
+                                                    const Layout& a, const Layout& b,
+                                                    const Layout& c, const Layout& d,
+                                                    const Preference& pref, int count, int* asked) {
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
   int n = 0;
   check(cublasLtMatmulAlgoGetHeuristic(h, desc.get(), a.get(), b.get(), c.get(), d.get(),
@@ -99,11 +99,19 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t h, Matmu
   for (int i = 0; i < n; ++i)
     if (res[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
       ok.push_back(res[static_cast<size_t>(i)]);
+  if (asked) *asked = n;
+  return ok;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t h, MatmulDesc& desc,
+                                                       const Layout& a, const Layout& b,
+                                                       const Layout& c, const Layout& d,
+                                                       const Preference& pref, int count) {
+  int n = 0;
+  std::vector<cublasLtMatmulHeuristicResult_t> ok = usable(h, desc, a, b, c, d, pref, count, &n);
   if (ok.empty())
-    throw Error(Errc::Cublas,
-                "cublasLtMatmulAlgoGetHeuristic returned no usable algorithm (" +
-                    std::to_string(n) + " candidates" +
-                    (n > 0 ? ", first: " + status_text(res[0].state) : std::string()) + ")");
+    throw Error(Errc::Cublas, "cublasLtMatmulAlgoGetHeuristic returned no usable algorithm (" +
+                                  std::to_string(n) + " candidates, none usable)");
   return ok;
 }
 
@@ -122,9 +130,8 @@ AlgoFields fields(const cublasLtMatmulAlgo_t& algo) {
   auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto zero) -> long long {
     decltype(zero) v = zero;
     size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
-        CUBLAS_STATUS_SUCCESS)
-      return -1;
+    check(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written),
+          "cublasLtMatmulAlgoConfigGetAttribute");
     return static_cast<long long>(v);
   };
   return {get(CUBLASLT_ALGO_CONFIG_ID, int32_t{0}),

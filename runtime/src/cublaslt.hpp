@@ -79,8 +79,15 @@ class MatmulDesc {
   cublasLtMatmulDescOpaque_t d_{};
 };
 
-// Up to `count` algorithms from cublasLtMatmulAlgoGetHeuristic, best first (only those whose
-// state is success). Throws when cuBLASLt has none for the problem.
+// Up to `count` algorithms from cublasLtMatmulAlgoGetHeuristic, best first, only those whose
+// state is success (none: an empty list); throws Errc::Cublas when the call itself fails.
+// *asked (when given): how many the heuristic returned, usable or not.
+std::vector<cublasLtMatmulHeuristicResult_t> usable(cublasLtHandle_t h, MatmulDesc& desc,
+                                                    const Layout& a, const Layout& b,
+                                                    const Layout& c, const Layout& d,
+                                                    const Preference& pref, int count,
+                                                    int* asked = nullptr);
+// The same, and throws Errc::Cublas when cuBLASLt has none for the problem.
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t h, MatmulDesc& desc,
                                                        const Layout& a, const Layout& b,
                                                        const Layout& c, const Layout& d,
@@ -88,7 +95,8 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t h, Matmu
 // cublasLtMatmulAlgoCheck: true (and *workspace set) when the algorithm runs this problem.
 bool algo_ok(cublasLtHandle_t h, MatmulDesc& desc, const Layout& a, const Layout& b,
              const Layout& c, const Layout& d, const cublasLtMatmulAlgo_t& algo, size_t* workspace);
-// The algorithm's config attributes that kjit reports and pins (-1 where cuBLASLt gives none).
+// The algorithm's config attributes that kjit reports and pins (cuBLASLt's values: split-k may
+// be -1); throws Errc::Cublas when cuBLASLt cannot read one.
 struct AlgoFields {
   long long id, tile, stages, splitk, reduction, swizzle, cluster;
 };

@@ -18,16 +18,20 @@ bool is_name(std::string_view s) {
   return true;
 }
 
-// A decimal integer as describe() writes one: digits, no sign, no leading zero, below 2^31.
+// A decimal integer as describe() writes one: digits, no '+', no leading zero, magnitude below
+// 2^31; a '-' before a nonzero value (only keys whose range takes it accept one: integer()).
 bool read_integer(std::string_view s, int* out) {
+  const bool negative = !s.empty() && s[0] == '-';
+  if (negative) s.remove_prefix(1);
   if (s.empty() || s.size() > 10 || (s.size() > 1 && s[0] == '0')) return false;
+  if (negative && s == "0") return false;
   int64_t v = 0;
   for (char ch : s) {
     if (ch < '0' || ch > '9') return false;
     v = v * 10 + (ch - '0');
   }
   if (v > INT32_MAX) return false;
-  *out = static_cast<int>(v);
+  *out = static_cast<int>(negative ? -v : v);
   return true;
 }
 
@@ -67,7 +71,8 @@ ConfigText::ConfigText(const char* op, std::string_view text) : op_(op), text_(t
     word.is_flag = eq == std::string_view::npos;
     if (!word.is_flag && !read_integer(w.substr(eq + 1), &word.value))
       bad("word " + shown(w) +
-          ": the value must be a decimal integer in [0, 2^31), without a sign or a leading zero");
+          ": the value must be a decimal integer in [0, 2^31), without a sign or a leading zero" +
+          " (a '-' only before a nonzero value, where the key takes one)");
     if (count_ == kMaxWords) bad("more than " + std::to_string(kMaxWords) + " words");
     words_[count_++] = word;
   }
@@ -90,6 +95,9 @@ int ConfigText::integer(std::string_view key, int fallback, int lo, int hi) {
   if (!w) return fallback;
   if (w->is_flag) bad(shown(key) + " needs a value: " + std::string(key) + "=<integer>");
   w->read = true;
+  if (w->value < 0 && lo >= 0)  // the rule every key without negative values states
+    bad("word " + shown(std::string(key) + "=" + std::to_string(w->value)) +
+        ": the value must be a decimal integer in [0, 2^31), without a sign or a leading zero");
   if (w->value < lo || w->value > hi)
     bad(std::string(key) + " = " + std::to_string(w->value) + " must be in [" + std::to_string(lo) +
         ", " + std::to_string(hi) + "]");

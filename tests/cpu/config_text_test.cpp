@@ -200,14 +200,34 @@ TEST_CASE("config text: linear_gn_min's \"<config>; GEMM <algo>\"") {
   CHECK(pin(config + "; gemm " + algo.describe()).find("comes \"GEMM <algorithm>\"") !=
         std::string::npos);
   CHECK(pin(config + ";").find("comes \"GEMM <algorithm>\"") != std::string::npos);
-  CHECK(pin(config + "; GEMM ").find("linear_gn_min config:") == 0);  // no words
+  CHECK(pin(config + "; GEMM ").find("needs the algorithm's words") != std::string::npos);
   CHECK(pin(config + "; GEMM id=21 tile=20").find("stages=<integer> is missing") !=
         std::string::npos);
   CHECK(pin(config + "; GEMM " + algo.describe() + " split").find("unknown word \"split\"") !=
         std::string::npos);
-  CHECK(pin(config + "; GEMM " + algo.describe() + " id=3").find("id") != std::string::npos);
-  CHECK(pin(config + "; GEMM id=-1 tile=20 stages=8 splitk=1 reduction=0 swizzle=2 cluster=13")
-            .find("linear_gn_min config:") == 0);
+  CHECK(pin(config + "; GEMM " + algo.describe() + " id=3").find("\"id\" is given twice") !=
+        std::string::npos);
+  CHECK(pin(config + "; GEMM " + algo.describe() + " id=3").find("linear_gn_min GEMM config:") ==
+        0);
+  // ID and SPLITK_NUM are int32: split-k -1 is cuBLASLt's own value in some TF32 algorithms
+  // (H200, cuBLASLt 13.0); the unsigned attributes take no sign.
+  const GemmAlgo negative{43, 24, 34, -1, 2, 1, 5};
+  CHECK(negative.describe() == "id=43 tile=24 stages=34 splitk=-1 reduction=2 swizzle=1 cluster=5");
+  CHECK(kjit::ops::parse_gemm_algo(negative.describe()) == negative);
+  kjit::ops::LinearGnMinOptions tf32;
+  kjit::ops::pin_config_text(config + "; GEMM " + negative.describe(), &tf32);
+  CHECK(tf32.gemm == negative);
+  CHECK(pin(config + "; GEMM id=43 tile=-24 stages=34 splitk=-1 reduction=2 swizzle=1 cluster=5")
+            .find("word \"tile=-24\": the value must be a decimal integer in [0, 2^31), without "
+                  "a sign") != std::string::npos);
+  for (const char* v : {"-0", "-", "--1", "-01", "+1"})
+    CHECK(pin(config + "; GEMM id=43 tile=24 stages=34 splitk=" + v +
+              " reduction=2 swizzle=1 cluster=5")
+              .find("the value must be a decimal integer") != std::string::npos);
+  CHECK(pin("; GEMM " + algo.describe()).find("the config's words come before ';'") !=
+        std::string::npos);
+  CHECK(pin(config + "; GEMM   ").find("\"GEMM\" needs the algorithm's words") !=
+        std::string::npos);
   CHECK(pin("threads=256; GEMM " + algo.describe()).find("slice=<integer> is missing") !=
         std::string::npos);  // the config's own rules first
   // A pinned GEMM without a config settles bias_add auto as a plain call's: the epilogue

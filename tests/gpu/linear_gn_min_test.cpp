@@ -913,6 +913,22 @@ TEST_CASE("linear_gn_min: a pinned GEMM runs the algorithm it names") {
     CHECK(r.guard_ok);
     check_strict(judge(d, ref, r), "pinned " + a.describe());
   }
+  // Every precision's pin reads back and pins its plan (TF32's first algorithm here reports
+  // split-k -1 on the H200, cuBLASLt 13.0).
+  for (Precision pr : {Precision::Tf32, Precision::Bf16Inputs, Precision::Fp32x3}) {
+    LinearGnMinProblem q = p;
+    q.precision = pr;
+    LinearGnMinOptions o;
+    o.eps = d.eps;
+    const auto first = kjit::ops::prepare_linear_gn_min(rt, q, o);
+    INFO(q.describe() << ": " << first.describe());
+    LinearGnMinOptions pinned;
+    pinned.eps = d.eps;
+    kjit::ops::pin_config_text(first.pin(), &pinned);
+    const auto again = kjit::ops::prepare_linear_gn_min(rt, q, pinned);
+    CHECK(again.pin() == first.pin());
+    CHECK(again.gemm_source == "pinned");
+  }
   // Through the C ABI: the text before "; kernel" pins the config and the GEMM.
   opt.gemm = algos[1];
   const auto info1 = kjit::ops::prepare_linear_gn_min(rt, p, opt);
@@ -923,7 +939,7 @@ TEST_CASE("linear_gn_min: a pinned GEMM runs the algorithm it names") {
   CHECK(std::string(text).find("; GEMM from pinned") != std::string::npos);
   CHECK(kjit_linear_gn_min_prepare("fp32", p.M, p.K, p.N, p.G, 0, text, nullptr, 0) ==
         KJIT_ERR_INVALID_ARGUMENT);  // the whole report is no pin
-  CHECK(std::string(kjit_last_error()).find("; kernel") != std::string::npos);
+  CHECK(std::string(kjit_last_error()).find("is its report, not a pin") != std::string::npos);
   // With autotune a pinned GEMM stays: only the kernel's configs are timed.
   opt.autotune = true;
   const auto tuned = kjit::ops::prepare_linear_gn_min(rt, p, opt);

@@ -306,7 +306,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
                      static_cast<uint32_t>(g.split ? 256 : key.align_x), 256, 256);
   cublasLtHandle_t h = st.handle(rt);
   ContextGuard guard(rt.context());
-  return lt::heuristic(h, desc, g.a, g.b, g.d, g.d, pref, count);
+  return lt::usable(h, desc, g.a, g.b, g.d, g.d, pref, count);
 }
 
 // No bias, and only kjit's 256-byte aligned split rows: nothing of the caller's pointers matters.
@@ -340,25 +340,25 @@ std::optional<GemmAlgo> LgmKey::pinned_gemm() const {
 
 GemmAlgo gemm_algo_of(const cublasLtMatmulAlgo_t& algo) {
   const lt::AlgoFields f = lt::fields(algo);
-  // -1 (a field cuBLASLt gave none for) and values past int stay unpinnable: parse refuses them.
-  auto i = [](long long v) { return v < 0 || v > INT_MAX ? -1 : static_cast<int>(v); };
+  // ID and SPLITK_NUM are int32 (split-k is -1 in some TF32 algorithms), the others unsigned; an
+  // unsigned value past INT_MAX (none seen) is written as -1, which parse refuses for those keys.
+  auto i = [](long long v) { return v < INT_MIN || v > INT_MAX ? -1 : static_cast<int>(v); };
   return {i(f.id), i(f.tile), i(f.stages), i(f.splitk), i(f.reduction), i(f.swizzle), i(f.cluster)};
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_top(Runtime& rt, LgmState& st, const LgmKey& key,
                                                       LgmGemm& g) {
   std::vector<cublasLtMatmulHeuristicResult_t> out;
-  try {
-    out = gemm_candidates(rt, st, key, g, kLinearGnMinGemmTopK);
-  } catch (const Error& e) {
-    if (e.code() != Errc::Cublas) throw;
-    return {};  // no algorithm in this bias variant
+  std::vector<GemmAlgo> seen;
+  // Within kjit's workspace, and each GemmAlgo once: a pin names the first of equal ones.
+  for (const auto& a : gemm_candidates(rt, st, key, g, kLinearGnMinGemmTopK)) {
+    const GemmAlgo f = gemm_algo_of(a.algo);
+    if (a.workspaceSize > kLinearGnMinGemmWorkspace ||
+        std::find(seen.begin(), seen.end(), f) != seen.end())
+      continue;
+    seen.push_back(f);
+    out.push_back(a);
   }
-  out.erase(std::remove_if(out.begin(), out.end(),
-                           [](const cublasLtMatmulHeuristicResult_t& a) {
-                             return a.workspaceSize > kLinearGnMinGemmWorkspace;
-                           }),
-            out.end());
   return out;
 }
 
@@ -366,15 +366,18 @@ cublasLtMatmulHeuristicResult_t pinned_gemm(Runtime& rt, LgmState& st, const Lin
                                             const LgmKey& key, LgmGemm& g) {
   const GemmAlgo pin = *key.pinned_gemm();
   const auto top = gemm_top(rt, st, key, g);
+  if (top.empty())
+    throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt has no usable algorithm for " +
+                                  p.describe() + (g.bias_epilogue ? " with" : " without") +
+                                  " the bias epilogue");
   for (const auto& a : top)
     if (gemm_algo_of(a.algo) == pin) return a;
   std::string have;
   for (const auto& a : top) have += (have.empty() ? "" : "; ") + gemm_algo_of(a.algo).describe();
   bad(p, "gemm",
-      "gemm " + pin.describe() + " is not among cuBLASLt's top " +
+      "gemm " + pin.describe() + " (a config text's \"; GEMM\" part) is not among cuBLASLt's top " +
           std::to_string(kLinearGnMinGemmTopK) + " algorithms for this problem " +
-          (g.bias_epilogue ? "with" : "without") +
-          " the bias epilogue: " + (have.empty() ? std::string("it has none") : have));
+          (g.bias_epilogue ? "with" : "without") + " the bias epilogue: " + have);
 }
 
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
@@ -383,8 +386,16 @@ void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const Lg
   g->bias_epilogue =
       !linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), false, p.precision)
            .front();
-  const auto best =
-      key.gemm_forced ? pinned_gemm(rt, st, p, key, *g) : gemm_candidates(rt, st, key, *g, 1)[0];
+  cublasLtMatmulHeuristicResult_t best{};
+  if (key.gemm_forced) {
+    best = pinned_gemm(rt, st, p, key, *g);
+  } else {
+    const auto first = gemm_candidates(rt, st, key, *g, 1);
+    if (first.empty())
+      throw Error(Errc::Cublas, "linear_gn_min: cuBLASLt's heuristic has no usable algorithm for " +
+                                    p.describe());
+    best = first[0];
+  }
   g->algo = best.algo;
   g->workspace = best.workspaceSize;
   g->source = key.gemm_forced ? "pinned" : "heuristic";

@@ -39,7 +39,8 @@ std::vector<GemmChoice> gemm_choices(Runtime& rt, LgmState& st, const LgmKey& ke
   for (bool kernel_adds : linear_gn_min_kernel_adds_bias(
            static_cast<LinearBiasAdd>(key.bias_add), true, static_cast<Precision>(key.precision))) {
     g.bias_epilogue = !kernel_adds;
-    // Each description once (the tuner's record names a candidate by it).
+    // Each description once (the tuner's record names a candidate by it; gemm_top gives each
+    // GemmAlgo once already).
     for (const auto& a : gemm_top(rt, st, key, g)) {
       const GemmChoice c{!kernel_adds, a};
       if (std::none_of(out.begin(), out.end(),

@@ -218,12 +218,12 @@ std::string GemmAlgo::describe() const {
 }
 
 GemmAlgo parse_gemm_algo(std::string_view text) {
-  op::ConfigText t("linear_gn_min", text);
+  op::ConfigText t("linear_gn_min GEMM", text);
   GemmAlgo a;
-  a.id = t.integer("id", 0, INT_MAX);
+  a.id = t.integer("id", -INT_MAX, INT_MAX);  // ID and SPLITK_NUM are int32 in cuBLASLt
   a.tile = t.integer("tile", 0, INT_MAX);
   a.stages = t.integer("stages", 0, INT_MAX);
-  a.splitk = t.integer("splitk", 0, INT_MAX);
+  a.splitk = t.integer("splitk", -INT_MAX, INT_MAX);
   a.reduction = t.integer("reduction", 0, INT_MAX);
   a.swizzle = t.integer("swizzle", 0, INT_MAX);
   a.cluster = t.integer("cluster", 0, INT_MAX);
@@ -233,6 +233,9 @@ GemmAlgo parse_gemm_algo(std::string_view text) {
 
 void pin_config_text(std::string_view text, LinearGnMinOptions* opt) {
   const size_t semi = text.find(';');
+  if (semi != std::string_view::npos &&
+      text.substr(0, semi).find_first_not_of(' ') == std::string_view::npos)
+    op::ConfigText::refuse("linear_gn_min", text, "the config's words come before ';'");
   const GnMinConfig config = parse_gn_min_config(text.substr(0, semi));
   std::optional<GemmAlgo> gemm;
   if (semi != std::string_view::npos) {
@@ -245,7 +248,12 @@ void pin_config_text(std::string_view text, LinearGnMinOptions* opt) {
           "after the config's words and ';' comes \"GEMM <algorithm>\" and nothing more "
           "(LinearGnMinInfo::pin(); a prepare's text from \"; kernel\" on is its report, not a "
           "pin)");
-    gemm = parse_gemm_algo(rest.substr(kGemm.size()));
+    const std::string_view algo = rest.substr(kGemm.size());
+    if (algo.find_first_not_of(' ') == std::string_view::npos)
+      op::ConfigText::refuse("linear_gn_min", text,
+                             "\"GEMM\" needs the algorithm's words (id=... tile=... stages=... "
+                             "splitk=... reduction=... swizzle=... cluster=...)");
+    gemm = parse_gemm_algo(algo);
   }
   opt->config = config;
   opt->gemm = gemm;

@@ -45,7 +45,9 @@ class LinearGnMinOpProblem : public op::OpProblem {
     std::vector<op::Candidate> out;
     for (GnMinConfig c : gn_min_candidates(p_, t, true)) {
       c.linear_bias = adds_bias;
-      out.push_back({c.describe(), std::make_unique<LinearGnMinOpProblem>(p_, bias_add_, c)});
+      // A pinned GEMM stays pinned in every candidate (a sweep times the kernel's configs on it).
+      out.push_back(
+          {c.describe(), std::make_unique<LinearGnMinOpProblem>(p_, bias_add_, c, gemm_)});
     }
     return out;
   }

@@ -64,7 +64,7 @@ struct LgmGemm {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;  // what algo uses (<= kLinearGnMinGemmWorkspace)
-  std::string source;    // "heuristic", "autotuned", "cache"
+  std::string source;    // "heuristic", "autotuned", "cache", "pinned"
   bool split = false;    // Fp32x3: the hi*hi slices below run after the first GEMM
   int64_t pitch = 0;     // halves per part of a split row
   int64_t slices = 0;    // hi*hi slices of slice.k columns, then (tail.k > 0) one of tail.k
@@ -137,7 +137,8 @@ void configure_desc(kjit::detail::lt::MatmulDesc& desc, const LgmGemm& g, const 
 void init_gemm(const LinearGnMinProblem& p, LgmGemm* g);  // types and layouts
 // Fp32x3: the hi*hi slices' algorithms (the heuristic's first), after init_gemm.
 void build_slice_gemms(Runtime& rt, LgmState& st, LgmGemm* g);
-// Up to `count` algorithms of the heuristic for g (initialized), best first.
+// Up to `count` usable algorithms of the heuristic for g (initialized), best first (none: an
+// empty list; Errc::Cublas when the heuristic's call fails).
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmState& st,
                                                              const LgmKey& key, LgmGemm& g,
                                                              int count);
@@ -150,7 +151,8 @@ GemmAlgo gemm_algo_of(const cublasLtMatmulAlgo_t& algo);
 std::vector<cublasLtMatmulHeuristicResult_t> gemm_top(Runtime& rt, LgmState& st, const LgmKey& key,
                                                       LgmGemm& g);
 // The key's pinned algorithm among gemm_top (g initialized, its bias variant set), or
-// InvalidArgument naming the field "gemm" and listing the problem's algorithms.
+// InvalidArgument naming the field "gemm" and listing the problem's algorithms (Errc::Cublas when
+// it has none).
 cublasLtMatmulHeuristicResult_t pinned_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p,
                                             const LgmKey& key, LgmGemm& g);
 // The GEMM part of a plan with the heuristic's first algorithm (alignment classes from the key),

@@ -1,7 +1,8 @@
 // Op support: reading a config back from the text its describe() writes ("threads=256 team=32
 // vec=4 iters=1 cluster=1 stream"), so that what prepare(), a sweep or autotuning reports can be
 // pinned again from a manifest, Python or the C ABI. The text is words separated by single or
-// repeated blanks: `key=value` with a decimal integer (no sign, no leading zero) below 2^31, or a
+// repeated blanks: `key=value` with a decimal integer (no '+', no leading zero) of magnitude below
+// 2^31, negative ('-') only for a key whose range takes it (cuBLASLt's split-k of -1), or a
 // bare flag word; each key and flag at most once, in any order. Every rule broken is an
 // Error::invalid on field "config" naming the op, the word and the rule. Reading a good text
 // allocates nothing (a pinned call parses its config on every call); only a refusal formats.
