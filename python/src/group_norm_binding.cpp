@@ -91,18 +91,11 @@ GnCall read_call(nb::handle x, nb::handle out, nb::handle weight, nb::handle bia
   return c;
 }
 
-ops::GroupNormOptions options(const char* op, double eps, bool autotune, nb::handle config) {
-  return call_options<ops::GroupNormOptions>(op, eps, autotune, config,
-                                             [](std::string_view text, ops::GroupNormOptions* o) {
-                                               o->config = ops::parse_group_norm_config(text);
-                                             });
-}
-
 void group_norm(nb::handle x, nb::handle out, nb::handle weight, nb::handle bias, int64_t groups,
                 double eps, int activation, bool autotune, uintptr_t stream, nb::handle config) {
   const GnCall c = read_call(x, out, weight, bias, groups, activation);
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.group_norm allocates it)");
-  const ops::GroupNormOptions o = options(kOp, eps, autotune, config);
+  const auto o = call_options<ops::GroupNormOptions>(kOp, eps, autotune, config);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.group_norm.
   // A pinned config must still fit the problem, as the C++ and C calls check it (prepare builds
   // nothing for an empty problem).
@@ -122,7 +115,7 @@ std::string prepare(nb::handle x, nb::handle out, nb::handle weight, nb::handle 
                     int64_t groups, double eps, int activation, bool autotune, uintptr_t stream,
                     nb::handle config) {
   const GnCall c = read_call(x, out, weight, bias, groups, activation);
-  const ops::GroupNormOptions o = options(kOp, eps, autotune, config);
+  const auto o = call_options<ops::GroupNormOptions>(kOp, eps, autotune, config);
   ops::validate_call(c.p, c.x.data, c.x.data, c.weight.data, c.bias.data, o.eps);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;  // NVRTC and autotuning take long: let other threads run

@@ -87,13 +87,6 @@ LnCall read_call(int kind, nb::handle x, nb::handle residual, nb::handle out, nb
   return c;
 }
 
-ops::LayerNormOptions options(const char* op, double eps, bool autotune, nb::handle config) {
-  return call_options<ops::LayerNormOptions>(op, eps, autotune, config,
-                                             [](std::string_view text, ops::LayerNormOptions* o) {
-                                               o->config = ops::parse_layer_norm_config(text);
-                                             });
-}
-
 void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
                 nb::handle weight, nb::handle bias, double eps, int activation, bool autotune,
                 uintptr_t stream, nb::handle config) {
@@ -101,7 +94,7 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
   if (out.is_none()) bad_arg(c.op, "out", "is required here (the Python function allocates it)");
   if (c.p.residual && sum.is_none())
     bad_arg(c.op, "sum_out", "is required with a residual (the Python function allocates it)");
-  const ops::LayerNormOptions o = options(c.op, eps, autotune, config);
+  const auto o = call_options<ops::LayerNormOptions>(c.op, eps, autotune, config);
   // An empty tensor (PyTorch's data pointer is then null) is nothing to do, as in F.layer_norm.
   // A pinned config must still fit the problem, as the C++ and C calls check it (prepare builds
   // nothing for no rows; read_call refused a width of 0).
@@ -120,7 +113,7 @@ std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle out,
                     nb::handle weight, nb::handle bias, double eps, int activation, bool autotune,
                     nb::handle config) {
   const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
-  const ops::LayerNormOptions o = options(c.op, eps, autotune, config);
+  const auto o = call_options<ops::LayerNormOptions>(c.op, eps, autotune, config);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;
   return ops::prepare_layer_norm(rt, c.p, o).describe();

@@ -115,17 +115,12 @@ LgmCall read_call(nb::handle x, nb::handle weight, nb::handle linear_bias, nb::h
   return c;
 }
 
-ops::LinearGnMinOptions options(const char* op, double eps, bool autotune, nb::handle config) {
-  // The text may pin the GEMM too ("<config>; GEMM <algo>").
-  return call_options<ops::LinearGnMinOptions>(op, eps, autotune, config, ops::pin_config_text);
-}
-
 // Runs a checked call (`pack`: with that prepacked weight instead of c.weight); ops::linear_gn_min
 // checks the options, the pointers and the workspace.
 void run_call(const LgmCall& c, nb::handle out, const ops::LinearGnMinWeights* pack, double eps,
               bool autotune, uintptr_t stream, nb::handle config) {
   if (out.is_none()) bad_arg(kOp, "out", "is required here (kjit.linear_gn_min allocates it)");
-  const ops::LinearGnMinOptions o = options(kOp, eps, autotune, config);
+  const auto o = call_options<ops::LinearGnMinOptions>(kOp, eps, autotune, config);
   ops::Workspace ws;
   if (c.has_ws) ws = {c.ws.data, static_cast<size_t>(c.ws.shape[0])};
   auto f = [](const TensorArg& t) { return static_cast<const float*>(t.data); };
@@ -189,7 +184,7 @@ std::string prepare(nb::handle x, nb::handle weight, nb::handle linear_bias, nb:
   const ops::LinearGnMinWeights* pack = held ? &held->w : nullptr;
   const LgmCall c = read_call(x, weight, linear_bias, gamma, beta, bias, out, nb::none(), groups,
                               precision, pack);
-  const ops::LinearGnMinOptions o = options(kOp, eps, autotune, config);
+  const auto o = call_options<ops::LinearGnMinOptions>(kOp, eps, autotune, config);
   Runtime& rt = runtime_for(c.x.device_id);
   if (pack) ops::validate_pack(c.p, *pack, rt.context());
   nb::gil_scoped_release release;

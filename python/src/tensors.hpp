@@ -66,13 +66,13 @@ float eps_arg(const char* op, double eps);
 // The view lives as long as the str (the call's argument): nothing is copied on the hot path.
 std::optional<std::string_view> config_arg(const char* op, nanobind::handle config);
 // A call's options from its Python arguments, one rule for every op: eps (eps_arg), autotune,
-// and config= (config_arg) given to `pin(text, &options)`, the op's reader of a config's text.
-template <class Options, class Pin>
-Options call_options(const char* op, double eps, bool autotune, nanobind::handle config, Pin pin) {
+// and config= (config_arg) read by the op's kjit::ops::pin_config_text (found beside Options).
+template <class Options>
+Options call_options(const char* op, double eps, bool autotune, nanobind::handle config) {
   Options o;
   o.eps = eps_arg(op, eps);
   o.autotune = autotune;
-  if (auto text = config_arg(op, config)) pin(*text, &o);
+  if (auto text = config_arg(op, config)) pin_config_text(*text, &o);
   return o;
 }
 // An InvalidArgument about argument `field` of `op`: "<op>: <field> <rule>".

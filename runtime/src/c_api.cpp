@@ -159,31 +159,19 @@ kjit::ops::LayerNormProblem ln_problem(const char* kind, const char* dtype, cons
 }
 
 // A call's options: eps, autotune, and the config pinned by its text (NULL: none), read by the
-// op's parse_*_config: a text that is no config of the op is InvalidArgument on field "config"
-// before any work.
-template <class Options, class Config>
-Options options(float eps, int autotune, const char* config, Config (*parse)(std::string_view)) {
+// op's pin_config_text (Linear-GN-min's may pin its GEMM too): a text that is no config of the op
+// is InvalidArgument on field "config" before any work.
+template <class Options>
+Options options(float eps, int autotune, const char* config) {
   Options o;
   o.eps = eps;
   o.autotune = autotune != 0;
-  if (config) o.config = parse(config);
+  if (config) pin_config_text(config, &o);  // the op's, found beside Options
   return o;
 }
-kjit::ops::GroupNormOptions gn_options(float eps, int autotune, const char* config) {
-  return options<kjit::ops::GroupNormOptions>(eps, autotune, config,
-                                              kjit::ops::parse_group_norm_config);
-}
-// Linear-GN-min's text may pin its GEMM too ("<config>; GEMM <algo>": pin_config_text).
-kjit::ops::LinearGnMinOptions lgm_options(float eps, int autotune, const char* config) {
-  kjit::ops::LinearGnMinOptions o = options<kjit::ops::LinearGnMinOptions>(
-      eps, autotune, nullptr, kjit::ops::parse_gn_min_config);
-  if (config) kjit::ops::pin_config_text(config, &o);
-  return o;
-}
-kjit::ops::LayerNormOptions ln_options(float eps, int autotune, const char* config) {
-  return options<kjit::ops::LayerNormOptions>(eps, autotune, config,
-                                              kjit::ops::parse_layer_norm_config);
-}
+constexpr auto gn_options = options<kjit::ops::GroupNormOptions>;
+constexpr auto lgm_options = options<kjit::ops::LinearGnMinOptions>;
+constexpr auto ln_options = options<kjit::ops::LayerNormOptions>;
 
 // buf and size, checked before any work: a caller that passes a buffer gets text in it or an
 // error, never an untouched buffer.

@@ -147,6 +147,24 @@ TEST_CASE("config text: linear_gn_min's flags, an absent one false") {
         }).find("linear_gn_min config: vec=<integer> is missing") == 0);
 }
 
+// Every op's options read a config text through pin_config_text, as the C ABI, Python and the
+// registry call it: the config the text describes, replacing one set before; refusals as the
+// parser's.
+TEST_CASE("config text: each op's pin_config_text sets its options' config") {
+  const std::string gn = "threads=256 team=256 vec=4 iters=8 cluster=2 smem held=4";
+  kjit::ops::GroupNormOptions g;
+  g.config = kjit::ops::parse_group_norm_config("threads=128 team=32 vec=1 iters=1 cluster=1");
+  kjit::ops::pin_config_text(gn, &g);
+  CHECK(g.config == kjit::ops::parse_group_norm_config(gn));
+  const std::string ln = "threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4";
+  kjit::ops::LayerNormOptions l;
+  kjit::ops::pin_config_text(ln, &l);
+  CHECK(l.config == kjit::ops::parse_layer_norm_config(ln));
+  CHECK(refusal([&] { kjit::ops::pin_config_text("threads=256 tiles=4", &l); })
+            .find("layer_norm config:") == 0);
+  CHECK(l.config == kjit::ops::parse_layer_norm_config(ln));  // untouched by a refusal
+}
+
 // Linear-GN-min's text may name the GEMM after the config (LinearGnMinInfo::pin()): each part is
 // read by its own rules, and a prepare's report past "; kernel" is refused, not skipped.
 TEST_CASE("config text: linear_gn_min's \"<config>; GEMM <algo>\"") {

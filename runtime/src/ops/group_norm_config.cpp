@@ -176,6 +176,10 @@ GroupNormConfig parse_group_norm_config(std::string_view text) {
         "\" name no family (registers: none; stream; smem; smem coop; pipe; split; split coop)");
 }
 
+void pin_config_text(std::string_view text, GroupNormOptions* opt) {
+  opt->config = parse_group_norm_config(text);
+}
+
 bool GroupNormConfig::needs_workspace() const {
   const gn::FamilyRow* f = gn::family(family);
   return f && f->has(gn::kWorkspace);

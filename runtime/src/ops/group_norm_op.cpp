@@ -131,9 +131,7 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   } catch (const Error& e) {
     rethrow_as_field(f, e);
   }
-  std::optional<GroupNormConfig> pinned;
-  if (f.has("config")) pinned = pinned_config(f, parse_group_norm_config);
-  return std::make_unique<GroupNormOpProblem>(p, pinned);
+  return std::make_unique<GroupNormOpProblem>(p, pinned_options<GroupNormOptions>(f).config);
 }
 
 }  // namespace

@@ -159,6 +159,10 @@ LayerNormConfig parse_layer_norm_config(std::string_view text) {
   return c;
 }
 
+void pin_config_text(std::string_view text, LayerNormOptions* opt) {
+  opt->config = parse_layer_norm_config(text);
+}
+
 void validate(const LayerNormProblem& p) {
   if (p.kind != NormKind::LayerNorm && p.kind != NormKind::RMSNorm)
     bad(p, "kind",

@@ -126,9 +126,7 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f, NormKind kind) {
     if (e.code() != Errc::InvalidArgument) throw;
     f.bad(e.field().empty() ? "activation" : e.field(), e.what());
   }
-  std::optional<LayerNormConfig> pinned;
-  if (f.has("config")) pinned = pinned_config(f, parse_layer_norm_config);
-  return std::make_unique<LayerNormOpProblem>(p, pinned);
+  return std::make_unique<LayerNormOpProblem>(p, pinned_options<LayerNormOptions>(f).config);
 }
 
 const char* const kFields =

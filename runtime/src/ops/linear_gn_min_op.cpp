@@ -155,13 +155,8 @@ std::unique_ptr<op::OpProblem> parse(const op::Fields& f) {
   } catch (const Error& e) {
     f.bad(e.field() == "G" ? "groups" : e.field(), e.what());  // G is the manifest's "groups"
   }
-  LinearGnMinOptions pinned;
-  if (f.has("config"))
-    pinned = pinned_config(f, [](std::string_view text) {
-      LinearGnMinOptions o;
-      pin_config_text(text, &o);  // the config, and its GEMM when the text names one
-      return o;
-    });
+  // The config, and its GEMM when the text names one.
+  const auto pinned = pinned_options<LinearGnMinOptions>(f);
   return std::make_unique<LinearGnMinOpProblem>(p, bias_add, pinned.config, pinned.gemm);
 }
 

@@ -26,15 +26,19 @@ inline std::string with_config(std::string json, const std::string& config) {
   return json + ",\"config\":" + kjit::detail::json_quote(config) + "}";
 }
 
-// The "config" field of f read by `parse` (an op's parse_*_config), its errors the field's.
-template <class Parse>
-auto pinned_config(const op::Fields& f, Parse parse) -> decltype(parse(std::string())) {
+// Options pinned by f's "config" field (none when absent), read by the op's pin_config_text as
+// the C ABI and Python read theirs; its errors the field's.
+template <class Options>
+Options pinned_options(const op::Fields& f) {
+  Options o;
+  if (!f.has("config")) return o;
   try {
-    return parse(f.text("config", ""));
+    pin_config_text(f.text("config", ""), &o);
   } catch (const Error& e) {
     if (e.code() != Errc::InvalidArgument) throw;
     f.bad("config", e.what());
   }
+  return o;
 }
 
 }  // namespace kjit::ops

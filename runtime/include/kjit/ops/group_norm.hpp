@@ -123,6 +123,11 @@ struct GroupNormOptions {
   std::optional<GroupNormConfig> config;
 };
 
+// Pins what a config text names (C ABI, Python, a manifest's "config"): opt->config =
+// parse_group_norm_config(text). Every op has this reader of its options, so the front ends read
+// config text one way for all of them.
+void pin_config_text(std::string_view text, GroupNormOptions* opt);
+
 // y may alias x (in place). Pointers are device pointers in the runtime's context; weight/bias
 // may be null when has_weight/has_bias are false. Throws InvalidArgument (naming the value and
 // the rule) before anything is written. N == 0 or S == 0 is an empty tensor: nothing is enqueued

@@ -86,6 +86,10 @@ struct LayerNormOptions {
   std::optional<LayerNormConfig> config;
 };
 
+// Pins what a config text names (C ABI, Python, a manifest's "config"): opt->config =
+// parse_layer_norm_config(text), as every op's pin_config_text reads its options.
+void pin_config_text(std::string_view text, LayerNormOptions* opt);
+
 // Runs p (p.kind: LayerNorm or RMSNorm) on `stream`. Device pointers of the runtime's context:
 // x [rows, width]; residual and sum [rows, width] when p.residual (else ignored, may be null);
 // weight [width] when p.has_weight, bias [width] when p.has_bias (else ignored); y [rows, width].
