@@ -360,11 +360,14 @@ constexpr int min_ctas(bool stream, bool residual, int threads) {
 // trigger != 0: let the stream's next kernel be scheduled at once (the host sets it for grids of
 // at most one wave, where that hides the next launch's latency; its pdl_wait still waits for this
 // kernel to complete). Never with clusters: see layer_norm.cpp.
+// kWidth > 0: the row length, fixed at compile time (the host passes it as width_arg too); 0:
+// width_arg. A constant width folds the runs' bounds, loop counts, SumScale and 1 / width.
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
-          int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream>
+          int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream, int kWidth>
 __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResidual, kThreads))
     row_norm(const T* x, const T* r, T* y, T* sum, const P* __restrict__ w, const P* __restrict__ b,
-             float eps, int width, long long rows, int trigger) {
+             float eps, int width_arg, long long rows, int trigger) {
+  const int width = kWidth > 0 ? kWidth : width_arg;
   constexpr int kTeams = kThreads / kTpr;
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
   static_assert(kTpr == kThreads || (kTpr <= 32 && (kTpr & (kTpr - 1)) == 0),

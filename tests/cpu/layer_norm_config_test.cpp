@@ -278,6 +278,35 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
         kjit::ops::layer_norm_spec(q, configs[0]).instantiation());
 }
 
+// A cluster's kernel is compiled for its row's width (the last template argument), any other
+// kernel for any width (0): nearby widths share it, and a cluster's run-time width_arg is ignored.
+TEST_CASE("layer_norm_spec: clusters are specialized on the width, other kernels are not") {
+  const auto last_arg = [](const kjit::Spec& s) {
+    const std::string n = s.instantiation();
+    const size_t comma = n.rfind(", ");
+    REQUIRE(comma != std::string::npos);
+    return n.substr(comma + 2, n.size() - comma - 3);  // between ", " and the closing '>'
+  };
+  int clusters = 0, others = 0;
+  for (int i = 0; i < 400; ++i) {
+    const LayerNormProblem p = random_problem();
+    CAPTURE(p.describe());
+    for (const LayerNormConfig& c :
+         kjit::ops::layer_norm_configs_for(p, kjit::Target::for_cc(90, 132), {}, true)) {
+      CAPTURE(c.describe());
+      const std::string arg = last_arg(kjit::ops::layer_norm_spec(p, c));
+      CHECK(arg == (c.cluster > 1 ? std::to_string(p.width) : "0"));
+      ++(c.cluster > 1 ? clusters : others);
+      LayerNormProblem wider = p;  // one width more: another kernel exactly for clusters
+      wider.width = p.width + 1;
+      CHECK((kjit::ops::layer_norm_spec(p, c).instantiation() ==
+             kjit::ops::layer_norm_spec(wider, c).instantiation()) == (c.cluster == 1));
+    }
+  }
+  CHECK(clusters > 0);
+  CHECK(others > 0);
+}
+
 // CPU CI has NVRTC and no GPU: what random problems compile to must compile, for sm_90 and for
 // sm_80 (no clusters there).
 TEST_CASE("layer_norm: >= 100 random specializations compile with NVRTC") {
