@@ -279,7 +279,7 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
 }
 
 // A cluster's kernel is compiled for its row's width (the last template argument), any other
-// kernel for any width (0): nearby widths share it, and a cluster's run-time width_arg is ignored.
+// kernel for any width (0): nearby widths share it.
 TEST_CASE("layer_norm_spec: clusters are specialized on the width, other kernels are not") {
   const auto last_arg = [](const kjit::Spec& s) {
     const std::string n = s.instantiation();

@@ -84,6 +84,17 @@ std::optional<LayerNormConfig> cta_layout(int64_t n, int vec, int cluster) {
   return c;
 }
 
+// The width a kernel is compiled for: the problem's on clusters, none (a run-time argument,
+// nearby widths sharing a kernel) otherwise. A cluster's row is long and few rows run at once, so
+// its kernel is latency-bound, and a constant width takes the bounds and index arithmetic off its
+// critical path (H200, bench.py's method, fp32 one row of 65536: LayerNorm 2.479 -> 2.428 us,
+// RMSNorm 2.331 -> 2.269; docs/PERF.md, twenty-first session). On many rows of 4096 it measured
+// no better (LayerNorm) or worse (RMSNorm's 256-thread stream, 128.8 -> 129.4 us: more registers
+// freed, more CTAs per SM).
+int kernel_width(const LayerNormProblem& p, const LayerNormConfig& c) {
+  return c.cluster > 1 ? static_cast<int>(p.width) : 0;
+}
+
 }  // namespace
 
 const char* norm_kind_name(NormKind k) {
@@ -383,18 +394,6 @@ std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, c
     for (const LayerNormConfig& c : layer_norm_candidates(p, t, aligned)) add_new(out, c);
   return out;
 }
-
-// The width a kernel is compiled for: the problem's on clusters, none (a run-time argument,
-// nearby widths sharing a kernel) otherwise. A cluster's row is long and few rows run at once, so
-// its kernel is latency-bound, and a constant width takes the bounds and index arithmetic off its
-// critical path (H200, bench.py's method, fp32 one row of 65536: LayerNorm 2.44 -> 2.40 us,
-// RMSNorm 2.30 -> 2.24). On many rows of 4096 it measured no better (LayerNorm) or worse
-// (RMSNorm's 256-thread stream, 128.8 -> 129.4 us: more registers freed, more CTAs per SM).
-namespace {
-int kernel_width(const LayerNormProblem& p, const LayerNormConfig& c) {
-  return c.cluster > 1 ? static_cast<int>(p.width) : 0;
-}
-}  // namespace
 
 Spec layer_norm_spec(const LayerNormProblem& p, const LayerNormConfig& c) {
   // Without weight and bias the parameter type is unused: one kernel for either param_dtype.
