@@ -143,12 +143,4 @@ AlgoFields fields(const cublasLtMatmulAlgo_t& algo) {
           get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t{0})};
 }
 
-std::string describe(const cublasLtMatmulAlgo_t& algo) {
-  const AlgoFields f = fields(algo);
-  return "id=" + std::to_string(f.id) + " tile=" + std::to_string(f.tile) +
-         " stages=" + std::to_string(f.stages) + " splitk=" + std::to_string(f.splitk) +
-         " reduction=" + std::to_string(f.reduction) + " swizzle=" + std::to_string(f.swizzle) +
-         " cluster=" + std::to_string(f.cluster);
-}
-
 }  // namespace kjit::detail::lt

@@ -101,7 +101,5 @@ struct AlgoFields {
   long long id, tile, stages, splitk, reduction, swizzle, cluster;
 };
 AlgoFields fields(const cublasLtMatmulAlgo_t& algo);
-// "id=21 tile=... stages=... splitk=1 reduction=0 swizzle=0 cluster=..."
-std::string describe(const cublasLtMatmulAlgo_t& algo);
 
 }  // namespace kjit::detail::lt

@@ -338,6 +338,10 @@ std::optional<GemmAlgo> LgmKey::pinned_gemm() const {
                   i(gemm_reduction), i(gemm_swizzle), i(gemm_cluster)};
 }
 
+bool gemm_bias_epilogue(LinearBiasAdd bias_add, Precision precision) {
+  return !linear_gn_min_kernel_adds_bias(bias_add, false, precision).front();
+}
+
 GemmAlgo gemm_algo_of(const cublasLtMatmulAlgo_t& algo) {
   const lt::AlgoFields f = lt::fields(algo);
   // ID and SPLITK_NUM are int32 (split-k is -1 in some TF32 algorithms), the others unsigned; an
@@ -383,9 +387,7 @@ cublasLtMatmulHeuristicResult_t pinned_gemm(Runtime& rt, LgmState& st, const Lin
 void build_gemm(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmKey& key,
                 LgmGemm* g) {
   init_gemm(p, g);
-  g->bias_epilogue =
-      !linear_gn_min_kernel_adds_bias(static_cast<LinearBiasAdd>(key.bias_add), false, p.precision)
-           .front();
+  g->bias_epilogue = gemm_bias_epilogue(static_cast<LinearBiasAdd>(key.bias_add), p.precision);
   cublasLtMatmulHeuristicResult_t best{};
   if (key.gemm_forced) {
     best = pinned_gemm(rt, st, p, key, *g);
@@ -604,9 +606,10 @@ LinearGnMinInfo prepare_linear_gn_min(Runtime& rt, const LinearGnMinProblem& p,
     info.split_kernel = plan.split_x.instantiation();
     const detail::LgmGemm& g = plan.gemm;
     info.gemm_slices = "hi*hi in " + std::to_string(g.slices) + " x K=" + std::to_string(g.slice.k);
-    info.gemm_slices += " slices: " + lt::describe(g.slice.algo);
+    info.gemm_slices += " slices: " + detail::gemm_algo_of(g.slice.algo).describe();
     if (g.tail.k > 0)
-      info.gemm_slices += "; + K=" + std::to_string(g.tail.k) + ": " + lt::describe(g.tail.algo);
+      info.gemm_slices +=
+          "; + K=" + std::to_string(g.tail.k) + ": " + detail::gemm_algo_of(g.tail.algo).describe();
   }
   return info;
 }
@@ -619,8 +622,7 @@ std::vector<GemmAlgo> linear_gn_min_gemm_algos(Runtime& rt, const LinearGnMinPro
   const detail::LgmKey key = key_for(p, 256, 256, 256, true, opt);
   detail::LgmGemm g;
   detail::init_gemm(p, &g);
-  // The bias variant a plan of these options runs its GEMM in (as build_gemm sets it).
-  g.bias_epilogue = !linear_gn_min_kernel_adds_bias(opt.bias_add, false, p.precision).front();
+  g.bias_epilogue = detail::gemm_bias_epilogue(opt.bias_add, p.precision);  // as build_gemm
   std::vector<GemmAlgo> out;
   for (const auto& a : detail::gemm_top(rt, st, key, g))
     out.push_back(detail::gemm_algo_of(a.algo));

@@ -2,7 +2,7 @@
 // GEMM (the top 8 of cuBLASLt's heuristic with the bias epilogue and without it, when the
 // fused kernel then adds the bias), then the fused kernel's candidate configs on the winner's
 // output. Each step's winner is remembered in the disk cache on its own; the GEMM's is named by
-// its mode and algorithm (lt::describe), found again in the next process's heuristic list
+// its mode and algorithm (GemmAlgo::describe), found again in the next process's heuristic list
 // (the same for the same cuBLASLt version, which is part of the key).
 #include <algorithm>
 #include <cmath>
@@ -28,7 +28,7 @@ struct GemmChoice {
   bool epilogue = true;
   cublasLtMatmulHeuristicResult_t algo{};
   std::string describe() const {
-    return std::string(epilogue ? "epilogue " : "plain ") + lt::describe(algo.algo);
+    return std::string(epilogue ? "epilogue " : "plain ") + gemm_algo_of(algo.algo).describe();
   }
 };
 
@@ -163,9 +163,8 @@ void autotune(Runtime& rt, LgmState& st, const LinearGnMinProblem& p, const LgmK
   std::optional<kjit::TuneResult<GemmChoice>> gemm;
   std::optional<kjit::Autotuner<GemmChoice>> gemms;
   if (key.gemm_forced) {
-    plan->gemm.bias_epilogue = !linear_gn_min_kernel_adds_bias(
-                                    static_cast<LinearBiasAdd>(key.bias_add), false, p.precision)
-                                    .front();
+    plan->gemm.bias_epilogue =
+        gemm_bias_epilogue(static_cast<LinearBiasAdd>(key.bias_add), p.precision);
     gemm.emplace();
     gemm->config = {plan->gemm.bias_epilogue, pinned_gemm(rt, st, p, key, plan->gemm)};
   } else {

@@ -145,6 +145,9 @@ std::vector<cublasLtMatmulHeuristicResult_t> gemm_candidates(Runtime& rt, LgmSta
 // cublasLtMatmulAlgoCheck for g (an algorithm from the disk cache): fits the workspace too.
 bool gemm_algo_ok(Runtime& rt, LgmState& st, const LgmKey& key, LgmGemm& g,
                   const cublasLtMatmulAlgo_t& algo, size_t* workspace);
+// Whether a plan's GEMM adds linear_bias (cuBLASLt's epilogue) when autotuning does not choose:
+// bias_add's first variant (auto settled by with_pinned_bias_add where a config or GEMM is pinned).
+bool gemm_bias_epilogue(LinearBiasAdd bias_add, Precision precision);
 // The algorithm's fields as a GemmAlgo (what LinearGnMinInfo reports and a pin names).
 GemmAlgo gemm_algo_of(const cublasLtMatmulAlgo_t& algo);
 // The heuristic's top kLinearGnMinGemmTopK for g within kjit's workspace (none: an empty list).
