@@ -28,9 +28,19 @@ __forceinline__ void group_barrier(unsigned* bar, unsigned count) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar) : "memory");
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 1) : "memory");
   } else {
-    unsigned now;
+    unsigned now, spins = 0;
+    unsigned long long start = 0;
     do {
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(bar + 1) : "memory");
+      // A round that never completes (a grid launched with fewer CTAs than `count`, a barrier
+      // word not left at 0) traps after ~10 s, an error the host sees, rather than a hang: the
+      // others are resident and merely computing, so a real wait lasts micro- to milliseconds.
+      if ((++spins & 1023u) == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (start == 0) start = t;
+        if (t - start > 10000000000ull) __trap();
+      }
     } while (now == gen);
   }
 #endif
