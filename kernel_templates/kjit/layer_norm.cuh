@@ -23,6 +23,7 @@
 #include "kjit/pack.cuh"
 #include "kjit/pdl.cuh"
 #include "kjit/reduce.cuh"
+#include "kjit/row_coop.cuh"
 
 namespace kjit {
 namespace rownorm {
@@ -362,11 +363,17 @@ constexpr int min_ctas(bool stream, bool residual, int threads) {
 // kernel to complete). Never with clusters: see layer_norm.cpp.
 // kWidth > 0: the row length, fixed at compile time (the host passes it as width_arg too); 0:
 // width_arg. A constant width folds the runs' bounds, loop counts, SumScale and 1 / width.
+// kCoop: `coop` CTAs per row (grid.x = rows * coop, a cooperative launch), each holding or
+// streaming an even share of it, their statistics merged through `coop_part` (a float4 per CTA)
+// and a barrier on `coop_bar` (two words per row, 0 between launches: rownorm::coop_stats).
+// Unused otherwise (null, 1).
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
-          int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream, int kWidth>
+          int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream, bool kCoop,
+          int kWidth>
 __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResidual, kThreads))
     row_norm(const T* x, const T* r, T* y, T* sum, const P* __restrict__ w, const P* __restrict__ b,
-             float eps, int width_arg, long long rows, int trigger) {
+             float eps, int width_arg, long long rows, int trigger, float4* coop_part,
+             unsigned* coop_bar, int coop) {
   const int width = kWidth > 0 ? kWidth : width_arg;
   constexpr int kTeams = kThreads / kTpr;
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
@@ -376,6 +383,8 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   static_assert(!(kRms && kHasB), "RMSNorm has no bias");
   static_assert(kCluster >= 1 && kCluster <= 32, "cluster_exchange: one lane of warp 0 per peer");
   static_assert(kReplicas >= 1 && (kReplicas == 1 || kTpr == kThreads), "replicas of CTA teams");
+  static_assert(!kCoop || (kTpr == kThreads && kCluster == 1 && kReplicas == 1),
+                "a cooperative row is split over whole CTAs, without clusters or replicas");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
 #endif
@@ -400,14 +409,20 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   pdl_wait();  // x, r, w, b and the outputs may belong to the kernel before (programmatic launch)
 
   const int team = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
-  const unsigned group = blockIdx.x / kCluster;  // a cluster, or a CTA without one
+  // A cluster, a cooperative row's CTAs, or a CTA.
+  const unsigned group = blockIdx.x / (kCoop ? static_cast<unsigned>(coop) : kCluster);
   const int replica = static_cast<int>(group % kReplicas);
   const long long row = static_cast<long long>(group / kReplicas) * kTeams + team;
   const bool active = row < rows;
-  const int rank = kCluster > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int rank = kCoop          ? static_cast<int>(blockIdx.x % static_cast<unsigned>(coop))
+                   : kCluster > 1 ? static_cast<int>(cluster_rank())
+                                  : 0;
   const int nv = width / kVec;
-  // This CTA's run of the row's vectors: [first, last), empty for a row past the end.
-  const int share = kStream ? (nv + kCluster - 1) / kCluster : kIters * kTpr;
+  // This CTA's run of the row's vectors: [first, last), empty for a row past the end. Streamed
+  // and cooperative rows are split evenly (a held cooperative run fits kIters * kTpr: the host
+  // checks coop * kTpr * kIters * kVec >= width).
+  const int parts = kCoop ? coop : kCluster;
+  const int share = kStream || kCoop ? (nv + parts - 1) / parts : kIters * kTpr;
   const int first = min(rank * share, nv);
   const int last = active ? min(first + share, nv) : first;
   // The vectors of that run this replica writes: [own_lo, own_hi).
@@ -525,7 +540,8 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // Held clusters sum the squares alongside instead (kRowSums, below). Nor does the stream
   // without a cluster: under its 48-register cap cta_moments spills 48 bytes (LayerNorm fp32
   // 16384x4096: 127.3 -> 158.8 us).
-  constexpr bool kCtaMoments = !kRms && kCluster > 1 && kStream;
+  constexpr bool kSplit = kCluster > 1 || kCoop;  // a row over several CTAs
+  constexpr bool kCtaMoments = !kRms && kSplit && kStream;
   const rownorm::SumScale sc(width);  // LayerNorm's `part` is its values' sum times sc.scale
   float part = 0.f, squares = 0.f;
   rownorm::Welford own;
@@ -577,7 +593,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     mean = st.x;
     var = st.y;
   } else {
-    const float cnt = static_cast<float>(kCluster > 1 ? (last - first) * kVec : width);
+    const float cnt = static_cast<float>(kSplit ? (last - first) * kVec : width);
     float s1 = 0.f, local_mean = 0.f, m2 = 0.f;
     if constexpr (kCtaMoments) {
       // A streamed cluster's LayerNorm: each thread's own moments, then one CTA reduction.
@@ -591,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
       // message (one fp32 row of 65536 on the H200: 2.34 us against 2.40, kjit-bench).
       // LayerNorm's s1 is scaled by sc.scale, so is the count it divides by: S / n's bits.
       local_mean =
-          cnt > 0.f && !(kRms && kCluster > 1) ? __fdiv_rn(s1, kRms ? cnt : cnt * sc.scale) : 0.f;
+          cnt > 0.f && !(kRms && kSplit) ? __fdiv_rn(s1, kRms ? cnt : cnt * sc.scale) : 0.f;
       if constexpr (!kRms) {
         // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the
         // held values, or when streaming, each thread's M2 moved to that mean (the
@@ -611,6 +627,14 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
     if constexpr (kCluster > 1) {
       const float2 st =
           rownorm::cluster_stats<kCluster, kRms>(cnt, s1, m2, local_mean, width, sc, slots, &inbox);
+      mean = st.x;
+      var = st.y;
+    }
+    if constexpr (kCoop) {
+      __shared__ float2 row_stats;
+      const float2 st = rownorm::coop_stats<kRms>(
+          {cnt, kRms ? s1 : local_mean, m2}, coop_part + static_cast<long long>(group) * coop,
+          coop_bar + 2 * static_cast<long long>(group), coop, rank, width, &row_stats);
       mean = st.x;
       var = st.y;
     }

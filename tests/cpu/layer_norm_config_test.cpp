@@ -57,7 +57,8 @@ LayerNormProblem random_problem() {
 void check_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc, bool aligned) {
   CAPTURE(c.describe());
   kjit::ops::validate_config(p, c, cc, aligned);
-  if (!c.stream) CHECK(int64_t{c.team} * c.iters * c.cluster * c.vec >= p.width);
+  if (!c.stream) CHECK(int64_t{c.team} * c.iters * c.cluster * c.coop * c.vec >= p.width);
+  if (c.coop > 1) CHECK((c.cluster == 1 && c.replicas == 1 && c.team == c.threads && cc >= 70));
   // Registers: 1024 threads may hold 8 values each, fewer threads 32 (see the heuristic).
   if (!c.stream && c.team == c.threads) CHECK((c.threads <= 512 || c.iters * c.vec <= 8));
   if (cc < 90) CHECK(c.cluster == 1);
@@ -180,6 +181,15 @@ TEST_CASE("layer_norm validate_config names the field") {
   CHECK(with([](LayerNormConfig& c) { c.replicas = 17; }) == "replicas");
   CHECK(with([](LayerNormConfig& c) { c.replicas = 2, c.team = 32; }) == "team");
   CHECK(with([](LayerNormConfig& c) { c.replicas = 16, c.cluster = 16; }) == "<no error>");
+  CHECK(with([](LayerNormConfig& c) { c.coop = 0; }) == "coop");
+  CHECK(with([](LayerNormConfig& c) { c.coop = 1025; }) == "coop");
+  CHECK(with([](LayerNormConfig& c) { c.coop = 2; }, 60) == "coop");  // acquire/release: sm_70
+  CHECK(with([](LayerNormConfig& c) { c.coop = 2, c.cluster = 2; }) == "coop");
+  CHECK(with([](LayerNormConfig& c) { c.coop = 2, c.replicas = 2; }) == "coop");
+  CHECK(with([](LayerNormConfig& c) { c.coop = 2, c.team = 32; }) == "coop");
+  CHECK(with([](LayerNormConfig& c) { c.coop = 2, c.iters = 2; }) == "<no error>");  // 2 x 2048
+  CHECK(with([](LayerNormConfig& c) { c.coop = 3, c.iters = 1; }) == "iters");       // 3072 < 4096
+  CHECK(with([](LayerNormConfig& c) { c.coop = 4, c.iters = 1; }, 80) == "<no error>");
   // A width that is not a whole number of vectors takes the scalar path.
   LayerNormProblem odd = p;
   odd.width = 4098;
@@ -212,12 +222,23 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
     CHECK((one_row.cluster == 16 && !one_row.stream && one_row.replicas == 4));
     CHECK(one_row.iters * one_row.vec == 16);
     CHECK(one_row.threads == 256);
-    CHECK(cfg(1, 65536, a100).stream);  // no clusters before sm_90
+    CHECK(cfg(1, 8192, a100).cluster == 1);  // no clusters before sm_90
+    // Rows no cluster holds, few of them: a CTA per SM in a cooperative launch, holding its share
+    // of a row where it can.
     const LayerNormConfig huge = cfg(1, 1 << 20, h200);
-    CHECK((huge.stream && huge.cluster == 16 && huge.replicas == 8));
-    CHECK(cfg(4, 65536, h200).replicas == 2);      // 64 CTAs: twice fills 128 SMs
-    CHECK(cfg(5, 65536, h200).replicas == 1);      // 80 CTAs
-    CHECK(cfg(1000, 1 << 20, h200).cluster == 1);  // enough rows to fill the SMs
+    CHECK((huge.coop == 132 && !huge.stream && huge.cluster == 1 && huge.replicas == 1));
+    CHECK((cfg(2, 1 << 20, h200).coop == 66 && cfg(3, 1 << 20, h200).coop == 44));
+    CHECK(cfg(1, 1 << 20, a100).coop == 108);  // and before sm_90, which has no clusters
+    CHECK(cfg(1, 65536, a100).coop == 108);
+    CHECK(cfg(1, 1 << 22, h200).stream);  // 32 values a thread hold 2^21 on 132 x 512 threads
+    CHECK(cfg(1, 1 << 22, h200).coop == 132);
+    CHECK(cfg(66, 1 << 20, h200).coop == 2);
+    CHECK(cfg(67, 1 << 20, h200).coop == 1);  // rows for half the SMs or more: clusters
+    CHECK(cfg(1, 262144, h200).coop == 1);    // a 16-CTA cluster holds it
+    CHECK(cfg(1, 65536, kjit::Target::for_cc(60, 56)).coop == 1);  // no acquire/release
+    CHECK(cfg(4, 65536, h200).replicas == 2);                      // 64 CTAs: twice fills 128 SMs
+    CHECK(cfg(5, 65536, h200).replicas == 1);                      // 80 CTAs
+    CHECK(cfg(1000, 1 << 20, h200).cluster == 1);                  // enough rows to fill the SMs
     CHECK(cfg(1000, 1 << 20, h200).replicas == 1);
     CHECK(cfg(64, 4096, h200).cluster == 2);  // 64 rows over 128 SMs
     CHECK(cfg(64, 4096, h200).replicas == 1);
@@ -228,7 +249,7 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
 }
 
 TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per config") {
-  int problems = 0, portable = 0, replicated = 0;
+  int problems = 0, portable = 0, replicated = 0, cooperative = 0;
   for (int i = 0; i < 400; ++i) {
     const LayerNormProblem p = random_problem();
     CAPTURE(p.describe());
@@ -251,6 +272,12 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
           REQUIRE(configs.size() > 1);
           CHECK(configs[1].cluster <= 8);
         }
+        if (configs[0].coop > 1) {  // then the same row without coop: the capture fallback
+          ++cooperative;
+          REQUIRE(configs.size() > 1);
+          CHECK(configs[1].coop == 1);
+          for (size_t k = 1; k < configs.size(); ++k) CHECK(configs[k].coop == 1);
+        }
         const auto a = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);
         const auto b = kjit::ops::layer_norm_specs_for(p, t, {}, aligned);
         REQUIRE(a.size() == b.size());
@@ -261,8 +288,16 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
   }
   CHECK(portable > 0);
   CHECK(replicated > 0);
+  CHECK(cooperative > 0);
   MESSAGE(problems << " problem/target pairs, " << portable << " with a portable-cluster fallback, "
-                   << replicated << " configs with replicas");
+                   << replicated << " configs with replicas, " << cooperative << " cooperative");
+  // A cooperative config's text reads back; coop=1 is left out.
+  LayerNormConfig co{512, 512, 4, 4, 1, false};
+  co.coop = 132;
+  CHECK(co.describe() == "threads=512 team=512 vec=4 iters=4 cluster=1 coop=132");
+  CHECK(kjit::ops::parse_layer_norm_config(co.describe()) == co);
+  co.coop = 1;
+  CHECK(co.describe().find("coop") == std::string::npos);
   // A forced config is the one config (and kernel) a call uses.
   LayerNormProblem p = LayerNormProblem::rms_norm(10, 4096, DType::F16);
   kjit::ops::LayerNormOptions opt;
@@ -278,9 +313,9 @@ TEST_CASE("layer_norm configs_for and specs_for: deterministic, one kernel per c
         kjit::ops::layer_norm_spec(q, configs[0]).instantiation());
 }
 
-// A cluster's kernel is compiled for its row's width (the last template argument), any other
-// kernel for any width (0): nearby widths share it.
-TEST_CASE("layer_norm_spec: clusters are specialized on the width, other kernels are not") {
+// A cluster's or a cooperative row's kernel is compiled for its row's width (the last template
+// argument), any other kernel for any width (0): nearby widths share it.
+TEST_CASE("layer_norm_spec: split rows are specialized on the width, other kernels are not") {
   const auto last_arg = [](const kjit::Spec& s) {
     const std::string n = s.instantiation();
     const size_t comma = n.rfind(", ");
@@ -294,13 +329,14 @@ TEST_CASE("layer_norm_spec: clusters are specialized on the width, other kernels
     for (const LayerNormConfig& c :
          kjit::ops::layer_norm_configs_for(p, kjit::Target::for_cc(90, 132), {}, true)) {
       CAPTURE(c.describe());
+      const bool split = c.cluster > 1 || c.coop > 1;
       const std::string arg = last_arg(kjit::ops::layer_norm_spec(p, c));
-      CHECK(arg == (c.cluster > 1 ? std::to_string(p.width) : "0"));
-      ++(c.cluster > 1 ? clusters : others);
-      LayerNormProblem wider = p;  // one width more: another kernel exactly for clusters
+      CHECK(arg == (split ? std::to_string(p.width) : "0"));
+      ++(split ? clusters : others);
+      LayerNormProblem wider = p;  // one width more: another kernel exactly for split rows
       wider.width = p.width + 1;
       CHECK((kjit::ops::layer_norm_spec(p, c).instantiation() ==
-             kjit::ops::layer_norm_spec(wider, c).instantiation()) == (c.cluster == 1));
+             kjit::ops::layer_norm_spec(wider, c).instantiation()) == !split);
     }
   }
   CHECK(clusters > 0);
@@ -368,13 +404,17 @@ TEST_CASE("layer_norm autotune candidates: the heuristic's first, each valid and
   CHECK(teams.count(32) == 1);
   const auto long_row = kjit::ops::layer_norm_candidates(
       LayerNormProblem::rms_norm(1, 1 << 20, DType::BF16), kjit::Target::for_cc(90), true);
-  bool cluster = false, stream = false;
+  bool cluster = false, stream = false, coop_held = false, coop_stream = false;
   for (const auto& c : long_row) {
     cluster |= c.cluster > 1;
     stream |= c.stream;
+    coop_held |= c.coop > 1 && !c.stream;
+    coop_stream |= c.coop > 1 && c.stream;
   }
   CHECK(cluster);
   CHECK(stream);
+  CHECK(coop_held);
+  CHECK(coop_stream);
 }
 
 // Held LayerNorm clusters (the row's sums, one exchange, and the exact pass's second) in every

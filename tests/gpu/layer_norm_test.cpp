@@ -258,11 +258,17 @@ Case random_case(DType t) {
                 : 1;
     f.cluster = runtime().props().cc() >= 90 ? static_cast<int>(1 << uniform(0, 2)) : 1;
     f.stream = uniform(0, 1) == 0;
-    const int64_t per_thread =
-        (p.width / f.vec + f.threads * f.cluster - 1) / (f.threads * f.cluster);
+    // A cooperative row (any number of CTAs, some of them past the row's end on short rows),
+    // where the grid fits the device at once (a forced config that does not is refused).
+    f.coop =
+        runtime().props().cc() >= 70 && uniform(0, 2) == 0 ? static_cast<int>(uniform(2, 12)) : 1;
+    if (p.rows * f.coop > runtime().props().sm_count) f.coop = 1;
+    if (f.coop > 1) f.cluster = 1;
+    const int64_t parts = int64_t{f.threads} * f.cluster * f.coop;
+    const int64_t per_thread = (p.width / f.vec + parts - 1) / parts;
     f.iters = f.stream ? static_cast<int>(uniform(1, 4)) : static_cast<int>(per_thread);
     // Replicas (in place, y_on_x or sum_on, the call runs the config without them).
-    f.replicas = uniform(0, 2) == 0 ? static_cast<int>(2 << uniform(0, 3)) : 1;
+    f.replicas = f.coop == 1 && uniform(0, 2) == 0 ? static_cast<int>(2 << uniform(0, 3)) : 1;
     if (f.stream || f.iters * f.vec <= 32) c.config = f;
   }
   return c;
@@ -281,7 +287,7 @@ void run_random(DType t, int count) {
     forced += cases[i].config.has_value();
   }
   MESSAGE(count << " random " << std::string(kjit::dtype_name(t)) << " shapes (" << forced
-                << " with forced stream/cluster/replica configs), " << failures << " failed");
+                << " with forced stream/cluster/replica/coop configs), " << failures << " failed");
 }
 
 Case plain(NormKind k, int64_t rows, int64_t width, DType t) {
@@ -316,7 +322,7 @@ TEST_CASE("layer_norm: edge widths and row counts, every activation, both kinds"
         c.p.residual = true;
         cases.push_back(c);
       }
-      // Long rows: a 16-CTA cluster holding the row (sm_90), and 2^20 streamed over one.
+      // Long rows: a 16-CTA cluster holding the row (sm_90), and 2^20 over a CTA per SM (coop).
       cases.push_back(plain(k, 1, 65536, t));
       cases.push_back(plain(k, 3, 65536 + 8, t));
       Case huge = plain(k, 2, 1 << 20, t);
@@ -920,6 +926,142 @@ TEST_CASE("layer_norm through the C ABI: config pins every candidate") {
                         static_cast<CUstream>(stream), 0,
                         "threads=32 team=32 vec=4 iters=1 cluster=1") == KJIT_ERR_INVALID_ARGUMENT);
   CHECK(std::string(kjit_last_error()).find("config") != std::string::npos);
+}
+
+// Rows too long for a cluster, few of them: CTAs on every SM meeting through global memory, held
+// (2^20) and streamed (2^22), with residuals, activations, in place, unaligned, NaN and inf rows
+// next to finite ones, rows far from zero, and forced configs of every CTA count up to one past
+// the row's vectors (CTAs with nothing to hold still meet the others).
+TEST_CASE("layer_norm: cooperative rows, held and streamed, NaN, inf, in place and far from zero") {
+  if (runtime().props().cc() < 70) return;  // acquire/release barriers
+  kjit::Stream stream(runtime());
+  std::vector<Case> cases;
+  int coop = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (NormKind k : {NormKind::LayerNorm, NormKind::RMSNorm}) {
+      cases.push_back(plain(k, 1, 1 << 20, t));
+      Case streamed = plain(k, 1, 1 << 22, t);
+      streamed.p.residual = true;
+      streamed.sum_on = 1;  // sum written over x
+      cases.push_back(streamed);
+      Case in_place = plain(k, 3, 300000, t);
+      in_place.y_on_x = true;
+      in_place.p.activation = Activation::GeluErf;
+      cases.push_back(in_place);
+      Case odd = plain(k, 2, (1 << 19) + 3, t);  // scalar accesses
+      odd.offset = 1;
+      cases.push_back(odd);
+      for (int special : {1, 2, 3, 5, 9}) {
+        Case c = plain(k, 4, 1 << 19, t);  // rows 0 and 3 NaN or inf, rows 1 and 2 finite
+        c.special = special;
+        cases.push_back(c);
+      }
+      Case far = plain(k, 2, 1 << 20, t);
+      far.x_mean = 100.f;  // 100 standard deviations off (fp32's mean is within 1e-5 of that)
+      far.x_std = 1.f;
+      cases.push_back(far);
+      for (int parts : {2, 3, 7, 33}) {  // forced: held and streamed shares, 64 threads
+        for (bool stream_it : {false, true}) {
+          Case c = plain(k, parts % 3 + 1, 1000 + parts, t);
+          LayerNormConfig f{64, 64, 1, 1, 1, stream_it};
+          f.coop = parts;
+          f.iters =
+              stream_it ? 2 : static_cast<int>((1000 + parts + 64 * parts - 1) / (64 * parts));
+          c.config = f;
+          c.p.residual = parts % 2 == 1;
+          cases.push_back(c);
+        }
+      }
+      Case empty_ctas = plain(k, 2, 5, t);  // 6 CTAs, one vector each, the last with none
+      LayerNormConfig f{32, 32, 1, 1, 1, false};
+      f.coop = 6;
+      empty_ctas.config = f;
+      cases.push_back(empty_ctas);
+    }
+  preload(cases);
+  const kjit::Target target = kjit::Target::of(runtime());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    kjit::ops::LayerNormOptions opt;
+    opt.config = cases[i].config;
+    coop +=
+        kjit::ops::layer_norm_configs_for(cases[i].p, target, opt, aligned_case(cases[i]))[0].coop >
+        1;
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9000 + i));
+  }
+  CHECK(coop == static_cast<int>(cases.size()));  // every case ran a cooperative config
+}
+
+// A cooperative plan inside graphs: on a stream without a workspace the capture runs its
+// fallback; reserve_layer_norm_workspace gives the stream one, and the graph then runs the
+// cooperative kernel itself (the same bits as a call outside the capture), replay after replay;
+// a pinned cooperative config has no fallback, so capturing it unreserved is a CaptureCompile.
+TEST_CASE("layer_norm: cooperative plans in graphs: fallback, reserved workspace, replays") {
+  auto& rt = runtime();
+  if (rt.props().cc() < 70) return;
+  const LayerNormProblem p = LayerNormProblem::layer_norm(2, 1 << 20, DType::F32);
+  const size_t n = 2 << 20;
+  const LayerNormConfig chosen = kjit::ops::prepare_layer_norm(rt, p);
+  REQUIRE(chosen.coop > 1);
+  const auto x = kjit::host::random_normal(DType::F32, n, 1.f, 2.f, kjit_test::seed());
+  const auto w = kjit::host::random_normal(DType::F32, n / 2, 1.f, 0.5f, 5);
+  const auto b = kjit::host::random_normal(DType::F32, n / 2, 0.f, 0.5f, 6);
+  auto dx = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, x));
+  auto dw = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, w));
+  auto db = kjit::DeviceBuffer::from_host(rt, kjit::host::to_bytes(DType::F32, b));
+  kjit::DeviceBuffer dy(rt, n * 4);
+  auto ptr = [](const kjit::DeviceBuffer& buf) { return reinterpret_cast<void*>(buf.ptr()); };
+  auto call = [&](CUstream s, const kjit::ops::LayerNormOptions& o) {
+    kjit::ops::layer_norm(rt, p, ptr(dx), nullptr, ptr(dy), nullptr, ptr(dw), ptr(db), o, s);
+  };
+  const auto ref = kjit::reference::layer_norm(p, x, nullptr, w.data(), b.data(), 1e-5);
+  auto result = [&] {
+    return kjit::host::from_bytes(DType::F32, dy.to_host<unsigned char>(n * 4));
+  };
+  auto check = [&](const std::vector<float>& got) {
+    const auto e = kjit::host::compare(got, ref.y, 1e-4, 1e-4);
+    CHECK(e.nonfinite == 0);
+    CHECK(e.allclose);
+  };
+  kjit::Stream fresh(rt), reserved(rt), pinned(rt);
+  {  // no workspace on `fresh`: the fallback, still right
+    kjit::Graph g(rt, fresh, [&] { call(fresh, {}); });
+    dy.fill_bytes(0xFF);
+    g.launch(fresh);
+    fresh.synchronize();
+    check(result());
+  }
+  CHECK(kjit::ops::reserve_layer_norm_workspace(rt, p, {}, reserved) == 2 * chosen.coop * 16 + 16);
+  dy.fill_bytes(0xFF);
+  call(reserved, {});  // outside a capture: the cooperative kernel
+  reserved.synchronize();
+  const std::vector<float> eager = result();
+  check(eager);
+  kjit::Graph g(rt, reserved, [&] { call(reserved, {}); });
+  for (int k = 0; k < 5; ++k) {
+    dy.fill_bytes(0xFF);
+    g.launch(reserved);
+    g.launch(reserved);  // back to back: the barrier words are left at 0 for the next launch
+    reserved.synchronize();
+    CHECK(result() == eager);
+  }
+  kjit::ops::LayerNormOptions pin;
+  pin.config = chosen;
+  kjit::ops::prepare_layer_norm(rt, p, pin);
+  bool thrown = false;
+  try {
+    kjit::Graph bad(rt, pinned, [&] { call(pinned, pin); });
+  } catch (const kjit::Error& err) {
+    thrown = true;
+    CHECK(err.code() == kjit::Errc::CaptureCompile);
+    CHECK(std::string(err.what()).find("reserve_layer_norm_workspace") != std::string::npos);
+  }
+  CHECK(thrown);
+  kjit::ops::reserve_layer_norm_workspace(rt, p, pin, pinned);
+  kjit::Graph ok(rt, pinned, [&] { call(pinned, pin); });
+  dy.fill_bytes(0xFF);
+  ok.launch(pinned);
+  pinned.synchronize();
+  CHECK(result() == eager);
 }
 
 // One long row runs with replicas (each writes a share of the row) where no output aliases an

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kjit/error.hpp"
 #include "kjit/kernel.hpp"
@@ -24,6 +25,8 @@ namespace {
 constexpr const char* kPrepareHint =
     "call prepare_layer_norm before capturing (pointers that are not 16-byte aligned use another "
     "plan: make one such call outside the capture first)";
+constexpr const char* kReserveHint =
+    "call reserve_layer_norm_workspace on the stream before capturing";
 
 LnKey make_key(const LayerNormProblem& p, bool aligned, bool in_place, const LayerNormConfig* f,
                bool tune) {
@@ -46,7 +49,26 @@ LnKey make_key(const LayerNormProblem& p, bool aligned, bool in_place, const Lay
                f ? f->cluster : 0,
                f ? f->stream : 0,
                f ? f->replicas : 0,
+               f ? f->coop : 0,
                tune};
+}
+
+// A cooperative plan's fallback: the first config of layer_norm_configs_for without coop that
+// the device schedules (run in place without replicas, as `in_place` plans are).
+std::unique_ptr<LnPlan> with_fallback(Runtime& rt, const LayerNormProblem& p, bool aligned,
+                                      bool in_place, std::unique_ptr<LnPlan> plan,
+                                      CUstream stream) {
+  if (plan->config.coop == 1) return plan;
+  for (LayerNormConfig c : layer_norm_configs_for(p, Target::of(rt), {}, aligned)) {
+    if (c.coop > 1) continue;
+    if (in_place) c = without_replicas(c);
+    auto fallback = layer_norm_plan(rt, p, c, aligned, stream);
+    if (fallback->kernel.fits(fallback->launch)) {
+      plan->fallback = std::move(fallback);
+      break;
+    }
+  }
+  return plan;
 }
 
 // The plan for p: found under a shared lock on the hot path; else built once (the first config
@@ -61,7 +83,9 @@ const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned, boo
   if (in_place) {  // the plan of the same call on other outputs, without replicas: tuned once
     const LnPlan& base = plan_for(rt, p, aligned, false, opt, stream);
     return *table.find_or_build(key, [&] {
-      return layer_norm_plan(rt, p, without_replicas(base.config), aligned, stream);
+      auto plan = layer_norm_plan(rt, p, without_replicas(base.config), aligned, stream);
+      return forced ? std::move(plan)
+                    : with_fallback(rt, p, aligned, true, std::move(plan), stream);
     });
   }
   return *table.find_or_build(key, [&]() -> std::unique_ptr<LnPlan> {
@@ -72,13 +96,16 @@ const LnPlan& plan_for(Runtime& rt, const LayerNormProblem& p, bool aligned, boo
       auto plan = layer_norm_plan(rt, p, layer_norm_autotune(rt, p, aligned, opt.eps, stream),
                                   aligned, stream);
       // A stored choice this device cannot schedule falls back to the untuned configs below.
-      if (plan->kernel.fits(plan->launch)) return plan;
+      if (plan->kernel.fits(plan->launch))
+        return with_fallback(rt, p, aligned, false, std::move(plan), stream);
     }
     LayerNormOptions plain = opt;
     plain.autotune = false;
     for (const LayerNormConfig& c : layer_norm_configs_for(p, Target::of(rt), plain, aligned)) {
       auto plan = layer_norm_plan(rt, p, c, aligned, stream);
-      if (plan->kernel.fits(plan->launch)) return plan;
+      if (plan->kernel.fits(plan->launch))
+        return forced ? std::move(plan)
+                      : with_fallback(rt, p, aligned, false, std::move(plan), stream);
       if (forced)
         op::invalid(op, "config",
                     "config " + c.describe() + " cannot be scheduled on " + rt.props().name,
@@ -101,7 +128,7 @@ std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
                                         const LayerNormConfig& c, bool aligned, CUstream stream) {
   const char* op = norm_kind_name(p.kind);
   validate_config(p, c, rt.props().cc(), aligned);
-  const int64_t teams = c.threads / c.team, per_team = int64_t{c.cluster} * c.replicas;
+  const int64_t teams = c.threads / c.team, per_team = int64_t{c.cluster} * c.replicas * c.coop;
   const int64_t blocks = (p.rows + teams - 1) / teams;
   if (blocks > INT32_MAX / per_team)
     op::invalid(op, "rows",
@@ -112,14 +139,22 @@ std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
   const int64_t ctas = blocks * per_team;
   auto plan = std::make_unique<LnPlan>();
   plan->config = c;
+  plan->op = op;
   plan->launch.grid.x = static_cast<unsigned>(ctas);
   plan->launch.block.x = static_cast<unsigned>(c.threads);
   plan->launch.cluster.x = static_cast<unsigned>(c.cluster);
   // Cluster kernels launch programmatically but never trigger early: with the early trigger,
   // back-to-back graph replays of a 16-CTA config faulted (5 of 7 runs) and, later, hung
-  // (docs/ARCHITECTURE.md, "Cluster kernels never trigger their successor early").
+  // (docs/ARCHITECTURE.md, "Cluster kernels never trigger their successor early"). Nor do
+  // cooperative ones, whose CTAs wait for each other: none is given to a successor early.
   plan->launch.programmatic = op::programmatic_launch(rt);
-  plan->trigger = plan->launch.programmatic && ctas <= rt.props().sm_count && c.cluster == 1;
+  plan->trigger =
+      plan->launch.programmatic && ctas <= rt.props().sm_count && c.cluster == 1 && c.coop == 1;
+  if (c.coop > 1) {
+    plan->launch.cooperative = true;
+    plan->partials_bytes = static_cast<size_t>(ctas) * 16;  // a float4 per CTA
+    plan->barrier_bytes = static_cast<size_t>(p.rows) * 8;  // two words per row
+  }
   try {
     plan->kernel = rt.kernel(layer_norm_spec(p, c), stream);
   } catch (const Error& e) {
@@ -183,9 +218,39 @@ void layer_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const voi
     return;
   }
   const LnPlan& plan = plan_for(rt, p, aligned, in_place, opt, stream);
-  const int width = static_cast<int>(p.width);  // validate: < 2^31
-  const long long rows = p.rows;
-  plan.kernel(stream, plan.launch, x, r, y, s, w, b, opt.eps, width, rows, plan.trigger);
+  // validate: width < 2^31
+  launch_layer_norm_plan(rt, plan, {x, r, y, s, w, b, opt.eps, static_cast<int>(p.width), p.rows},
+                         stream);
+}
+
+void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CUstream stream) {
+  if (plan.config.coop == 1) {
+    plan.kernel(stream, plan.launch, a.x, a.r, a.y, a.s, a.w, a.b, a.eps, a.width, a.rows,
+                plan.trigger, static_cast<void*>(nullptr), static_cast<void*>(nullptr), 1);
+    return;
+  }
+  if (plan.refused.load(std::memory_order_relaxed))
+    return launch_layer_norm_plan(rt, *plan.fallback, a, stream);
+  LnWorkspaces& ws = rt.extension<LnState>().workspaces;
+  CUdeviceptr part = ws.partials.find(stream, plan.partials_bytes);
+  CUdeviceptr bar = ws.barriers.find(stream, plan.barrier_bytes);
+  if (!part || !bar) {
+    if (plan.fallback && op::capturing(rt, stream))
+      return launch_layer_norm_plan(rt, *plan.fallback, a, stream);
+    part = ws.partials.get(rt, stream, plan.partials_bytes, plan.op, kReserveHint);
+    bar = ws.barriers.get(rt, stream, plan.barrier_bytes, plan.op, kReserveHint);
+  }
+  // Device addresses as the kernel's pointer parameters take them (same size: checked).
+  void* part_ptr = reinterpret_cast<void*>(part);
+  void* bar_ptr = reinterpret_cast<void*>(bar);
+  try {
+    plan.kernel(stream, plan.launch, a.x, a.r, a.y, a.s, a.w, a.b, a.eps, a.width, a.rows,
+                plan.trigger, part_ptr, bar_ptr, plan.config.coop);
+  } catch (const Error& e) {
+    if (e.code() != Errc::Unsupported || !plan.fallback) throw;
+    plan.refused.store(true, std::memory_order_relaxed);
+    launch_layer_norm_plan(rt, *plan.fallback, a, stream);
+  }
 }
 
 void rms_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const void* residual, void* y,
@@ -205,6 +270,18 @@ LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
   }
   plan_for(rt, p, true, true, opt, nullptr);  // a call in place's, from the plan below
   return plan_for(rt, p, true, false, opt, nullptr).config;
+}
+
+size_t reserve_layer_norm_workspace(Runtime& rt, const LayerNormProblem& p,
+                                    const LayerNormOptions& opt, CUstream stream) {
+  validate(p);
+  if (p.rows == 0) return 0;
+  const LnPlan& plan = plan_for(rt, p, true, false, opt, stream);
+  if (plan.config.coop == 1) return 0;
+  LnWorkspaces& ws = rt.extension<LnState>().workspaces;
+  ws.partials.get(rt, stream, plan.partials_bytes, plan.op, kReserveHint);
+  ws.barriers.get(rt, stream, plan.barrier_bytes, plan.op, kReserveHint);
+  return plan.partials_bytes + plan.barrier_bytes;
 }
 
 }  // namespace kjit::ops

@@ -130,12 +130,14 @@ LayerNormConfig layer_norm_autotune(Runtime& rt, const LayerNormProblem& p, bool
       .tune(rt,
             [&](const LayerNormConfig& c) -> Launch {
               std::shared_ptr<LnPlan> plan = build(c);
-              return [plan, &s, &p, eps, width, rows, k = 0](CUstream st) mutable {
+              return [plan, &rt, &s, &p, eps, width, rows, k = 0](CUstream st) mutable {
                 k = (k + 1) % s.sets;
-                plan->kernel(st, plan->launch, s.at(k, 0), p.residual ? s.at(k, 1) : nullptr,
-                             s.at(k, 2), p.residual ? s.at(k, 3) : nullptr,
-                             p.has_weight ? s.at(k, 4) : nullptr, p.has_bias ? s.at(k, 5) : nullptr,
-                             eps, width, rows, plan->trigger);
+                launch_layer_norm_plan(
+                    rt, *plan,
+                    {s.at(k, 0), p.residual ? s.at(k, 1) : nullptr, s.at(k, 2),
+                     p.residual ? s.at(k, 3) : nullptr, p.has_weight ? s.at(k, 4) : nullptr,
+                     p.has_bias ? s.at(k, 5) : nullptr, eps, width, rows},
+                    st);
               };
             })
       .config;

@@ -44,6 +44,7 @@ constexpr int kReplicaValues = 16;  // values a thread holds with replicas
 constexpr int kStreamThreads = 512;
 constexpr int kStreamIters = 4;
 constexpr int64_t kManyRowsPerSm = 32;  // rule 3's "many rows"
+constexpr int kMaxCoop = 1024;          // CTAs per cooperative row (one warp merges their parts)
 
 // Values a thread may hold in registers, next to its weight and bias: 32 floats (8 fp32 or 4
 // 16-bit vectors), 16 scalars on the unaligned path.
@@ -90,9 +91,9 @@ std::optional<LayerNormConfig> cta_layout(int64_t n, int vec, int cluster) {
 // critical path (H200, bench.py's method, fp32 one row of 65536: LayerNorm 2.479 -> 2.428 us,
 // RMSNorm 2.331 -> 2.269; docs/PERF.md, twenty-first session). On many rows of 4096 it measured
 // no better (LayerNorm) or worse (RMSNorm's 256-thread stream, 128.8 -> 129.4 us: more registers
-// freed, more CTAs per SM).
+// freed, more CTAs per SM). Cooperative rows are the same: long, few, latency-bound.
 int kernel_width(const LayerNormProblem& p, const LayerNormConfig& c) {
-  return c.cluster > 1 ? static_cast<int>(p.width) : 0;
+  return c.cluster > 1 || c.coop > 1 ? static_cast<int>(p.width) : 0;
 }
 
 }  // namespace
@@ -153,7 +154,8 @@ std::string LayerNormConfig::describe() const {
   return "threads=" + std::to_string(threads) + " team=" + std::to_string(team) +
          " vec=" + std::to_string(vec) + " iters=" + std::to_string(iters) +
          " cluster=" + std::to_string(cluster) + (stream ? " stream" : "") +
-         (replicas != 1 ? " replicas=" + std::to_string(replicas) : "");
+         (replicas != 1 ? " replicas=" + std::to_string(replicas) : "") +
+         (coop != 1 ? " coop=" + std::to_string(coop) : "");
 }
 
 LayerNormConfig parse_layer_norm_config(std::string_view text) {
@@ -166,7 +168,8 @@ LayerNormConfig parse_layer_norm_config(std::string_view text) {
   c.cluster = t.integer("cluster", 1, 16);
   c.stream = t.flag("stream");
   c.replicas = t.integer("replicas", 1, 1, 16);
-  t.finish("threads, team, vec, iters, cluster, stream, replicas");
+  c.coop = t.integer("coop", 1, 1, kMaxCoop);
+  t.finish("threads, team, vec, iters, cluster, stream, replicas, coop");
   return c;
 }
 
@@ -229,7 +232,12 @@ void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc
     no("team", "a cluster or a streaming config needs team == threads");
   if (c.replicas < 1 || c.replicas > kMaxReplicas) no("replicas", "replicas must be in [1, 16]");
   if (c.replicas > 1 && c.team != c.threads) no("team", "replicas need team == threads");
-  const int64_t held = int64_t{c.team} * c.iters * c.cluster * c.vec;
+  if (c.coop < 1 || c.coop > kMaxCoop)
+    no("coop", "coop must be in [1, " + std::to_string(kMaxCoop) + "]");
+  if (c.coop > 1 && cc < 70) no("coop", "cooperative rows need sm_70 or newer");
+  if (c.coop > 1 && (c.team != c.threads || c.cluster != 1 || c.replicas != 1))
+    no("coop", "coop > 1 needs team == threads, cluster = 1 and replicas = 1");
+  const int64_t held = int64_t{c.team} * c.iters * c.cluster * c.vec * c.coop;
   if (!c.stream && held < p.width)
     no("iters", "holds " + std::to_string(held) + " elements per row, fewer than width");
 }
@@ -258,6 +266,11 @@ void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc
 //     fp32 2.69 -> 2.40, bf16 2.39 -> 2.26 (256 x 2; 2.34 on 128 x 4), RMSNorm fp32 2.27 ->
 //     2.03, bf16 2.07 -> 1.91; LayerNorm fp32 1 x 2^20 (streamed) 28.3 -> 14.5; 4 x 65536 (R 2)
 //     2.98 -> 2.92. 8 held replicas lose to 4 (fp32 2.56, bf16 2.38).
+//  6. On sm_70 and newer, rows rule 4 would stream, when each gets two SMs or more (rows <=
+//     sm_count / 2): coop, sm_count / rows CTAs per row, one per SM, each holding an even share
+//     of the row as rule 2's CTAs do (else streaming it as rule 4's), the statistics merged
+//     through global memory. One read of x from HBM where the row is held, and every SM at
+//     work where a cluster brought 16.
 // Rule 3: the held config is the measured one (256 threads x 4 fp32 vectors, no cluster), no
 // residual, and many rows.
 static bool streams_instead(const LayerNormProblem& p, const Target& t,
@@ -266,8 +279,26 @@ static bool streams_instead(const LayerNormProblem& p, const Target& t,
          held.threads == 256 && held.iters == 4 && p.rows >= kManyRowsPerSm * t.sm_count;
 }
 
+// Rule 6: a cooperative row, or nullopt where it does not apply.
+static std::optional<LayerNormConfig> coop_layout(const LayerNormProblem& p, const Target& t,
+                                                  int vec, int64_t nv) {
+  if (t.cc < 70 || p.rows < 1 || p.rows > t.sm_count / 2) return std::nullopt;
+  const int coop = static_cast<int>(std::min<int64_t>(t.sm_count / p.rows, kMaxCoop));
+  LayerNormConfig c;
+  if (auto held = cta_layout(ceil_div(nv, coop), vec, 1)) {
+    c = *held;
+  } else {
+    c.threads = c.team = kStreamThreads;
+    c.vec = vec;
+    c.iters = kStreamIters;
+    c.stream = true;
+  }
+  c.coop = coop;
+  return c;
+}
+
 static LayerNormConfig layout(const LayerNormProblem& p, const Target& t, bool aligned,
-                              int max_cluster) {
+                              int max_cluster, bool coop) {
   const int vec = vec_for(p, aligned);
   const int64_t nv = p.width / vec;
   LayerNormConfig c;
@@ -294,6 +325,8 @@ static LayerNormConfig layout(const LayerNormProblem& p, const Target& t, bool a
       return *held;
     }
   }
+  if (coop)
+    if (auto co = coop_layout(p, t, vec, nv)) return *co;
   c.threads = c.team = kStreamThreads;
   c.iters = kStreamIters;
   c.stream = true;
@@ -302,10 +335,11 @@ static LayerNormConfig layout(const LayerNormProblem& p, const Target& t, bool a
 }
 
 // Rule 5 on top of the layout: CTA teams whose grid leaves half the SMs idle or more get replicas.
+// coop: whether rule 6 may apply.
 static LayerNormConfig heuristic(const LayerNormProblem& p, const Target& t, bool aligned,
-                                 int max_cluster) {
-  LayerNormConfig c = layout(p, t, aligned, max_cluster);
-  if (c.team != c.threads || p.rows > t.sm_count) return c;
+                                 int max_cluster, bool coop) {
+  LayerNormConfig c = layout(p, t, aligned, max_cluster, coop);
+  if (c.team != c.threads || p.rows > t.sm_count || c.coop > 1) return c;
   const int64_t ctas = p.rows * c.cluster;  // a row per CTA team
   const int most = c.stream ? kStreamReplicas : kHeldReplicas;
   while (c.replicas < most && ctas * c.replicas * 2 <= t.sm_count) c.replicas *= 2;
@@ -318,7 +352,7 @@ static LayerNormConfig heuristic(const LayerNormProblem& p, const Target& t, boo
 }
 
 LayerNormConfig layer_norm_heuristic(const LayerNormProblem& p, const Target& t, bool aligned) {
-  return heuristic(p, t, aligned, kMaxCluster);
+  return heuristic(p, t, aligned, kMaxCluster, true);
 }
 
 // Valid configs of every family around the row: teams within a warp (short rows), a CTA or a
@@ -333,13 +367,13 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
   // 8 with 1024 threads.
   const bool long_row = nv > int64_t{kMaxHeldThreads} * max_iters(vec);
   const int max_cluster = t.cc < 90 ? 1 : long_row || p.rows < t.sm_count ? kMaxCluster : 1;
-  auto add = [&](int threads, int team, int64_t iters, int cluster, bool stream) {
+  auto add = [&](int threads, int team, int64_t iters, int cluster, bool stream, int coop = 1) {
     if (iters < 1 || iters > 64) return;
     if (!stream && (iters > max_iters(vec) || (threads == 1024 && iters * vec > 8))) return;
-    out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream});
+    out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream, 1, coop});
     // And replicated over the SMs a grid leaves idle: on the largest clusters, where a sweep's
     // winners were (16 replicas never won).
-    if (team != threads || cluster < std::min(8, max_cluster)) return;
+    if (team != threads || coop > 1 || cluster < std::min(8, max_cluster)) return;
     const int64_t ctas = std::min<int64_t>(p.rows, t.sm_count) * cluster;  // a row per CTA
     for (int r = 2; r <= kStreamReplicas && ctas * r <= t.sm_count; r *= 2)
       out.push_back({threads, team, vec, static_cast<int>(iters), cluster, stream, r});
@@ -356,6 +390,16 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
       add(threads, threads, ceil_div(nv, int64_t{threads} * cluster), cluster, false);
       if (!short_row) add(threads, threads, kStreamIters, cluster, true);
     }
+  // Cooperative rows (rule 6's rows): a CTA per SM, and half and a quarter as many, each CTA
+  // size holding its share or streaming it.
+  if (!short_row && t.cc >= 70 && p.rows >= 1 && p.rows <= t.sm_count / 2) {
+    const int most = static_cast<int>(std::min<int64_t>(t.sm_count / p.rows, kMaxCoop));
+    for (int coop = most; coop >= std::max(2, most / 4); coop /= 2)
+      for (int threads : {256, 512, 1024}) {
+        add(threads, threads, ceil_div(ceil_div(nv, coop), threads), 1, false, coop);
+        add(threads, threads, kStreamIters, 1, true, coop);
+      }
+  }
   return out;
 }
 
@@ -385,8 +429,11 @@ std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, c
   // A forced config is checked here too, so that a manifest never compiles one the op refuses.
   if (opt.config) validate_config(p, *opt.config, t.cc, aligned);
   std::vector<LayerNormConfig> out{opt.config ? *opt.config : layer_norm_heuristic(p, t, aligned)};
+  // A cooperative row's fallback, for captures on a stream without a workspace (and a device
+  // that refuses the grid): the same row without coop.
+  if (!opt.config && out[0].coop > 1) out.push_back(heuristic(p, t, aligned, kMaxCluster, false));
   // A device may refuse clusters over 8 CTAs (the non-portable sizes): then the portable one.
-  if (!opt.config && out[0].cluster > 8) out.push_back(heuristic(p, t, aligned, 8));
+  if (!opt.config && out.back().cluster > 8) out.push_back(heuristic(p, t, aligned, 8, false));
   // What a call in place runs instead of a config with replicas (their writes would land under
   // each other's reads).
   for (size_t i = 0, n = out.size(); i < n; ++i) add_new(out, without_replicas(out[i]));
@@ -413,6 +460,7 @@ Spec layer_norm_spec(const LayerNormProblem& p, const LayerNormConfig& c) {
       .value(c.cluster)
       .value(c.replicas)
       .value(c.stream)
+      .value(c.coop > 1)
       .value(kernel_width(p, c));
   return s;
 }

@@ -47,8 +47,11 @@ class LayerNormOpProblem : public op::OpProblem {
     if (p_.residual) out.push_back({"sum", p_.dtype, n, true, 0.f, 0.f});
     return out;
   }
-  std::string prepare(Runtime& rt, bool autotune, CUstream) const override {
-    return prepare_layer_norm(rt, p_, options(autotune)).describe();
+  std::string prepare(Runtime& rt, bool autotune, CUstream stream) const override {
+    const LayerNormConfig c = prepare_layer_norm(rt, p_, options(autotune));
+    // Without it a cooperative config inside a graph capture would run its fallback.
+    reserve_layer_norm_workspace(rt, p_, options(autotune), stream);
+    return c.describe();
   }
   void run(Runtime& rt, const std::vector<void*>& v, bool autotune,
            CUstream stream) const override {

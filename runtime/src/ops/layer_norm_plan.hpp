@@ -4,11 +4,14 @@
 
 #include <cuda.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "kjit/kernel.hpp"
 #include "kjit/op/plan_table.hpp"
+#include "kjit/op/stream_workspaces.hpp"
 #include "kjit/ops/layer_norm.hpp"
 
 namespace kjit::ops {
@@ -19,7 +22,7 @@ struct LnKey {
   int64_t in_place;  // an output aliases an input: replicas = 1
   int64_t rows, width;
   // A config forced through LayerNormOptions::config (all zero otherwise).
-  int64_t forced, threads, team, vec, iters, cluster, stream, replicas;
+  int64_t forced, threads, team, vec, iters, cluster, stream, replicas, coop;
   int64_t autotune;
 };
 
@@ -32,18 +35,50 @@ struct LnPlan {
   // Larger grids do not: a dependent's early CTAs would take SM slots from this kernel's later
   // ones.
   int trigger = 0;
+  const char* op = "layer_norm";  // norm_kind_name, for errors
+  // Cooperative plans (config.coop > 1): their workspace (a float4 of partial statistics per CTA,
+  // two barrier words per row), and the plan a call runs where they cannot: inside a capture on
+  // a stream without a workspace, or once the device refused the grid (`refused`). None for a
+  // pinned config.
+  size_t partials_bytes = 0, barrier_bytes = 0;
+  std::unique_ptr<LnPlan> fallback;
+  mutable std::atomic<bool> refused{false};
+};
+
+// A call's operands, as the kernel takes them.
+struct LnArgs {
+  const void *x, *r;
+  void *y, *s;
+  const void *w, *b;
+  float eps;
+  int width;
+  long long rows;
+};
+
+// Cooperative plans' workspaces: each stream's own, so that calls on different streams never
+// share barrier words. The barriers are zeroed when allocated and left at zero by every launch.
+struct LnWorkspaces {
+  op::StreamWorkspaces partials;
+  op::StreamWorkspaces barriers{true};
 };
 
 // The op's per-runtime state (Runtime::extension<LnState>()).
 struct LnState {
   explicit LnState(Runtime&) {}
   op::PlanTable<LnKey, LnPlan> plans;
+  LnWorkspaces workspaces;
 };
 
 // The kernel of config c (validated against p) and its launch; CaptureCompile (with the op's
 // hint) when it would compile while `stream` is being captured.
 std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
                                         const LayerNormConfig& c, bool aligned, CUstream stream);
+
+// Enqueues plan's kernel on `stream`: a cooperative plan with the stream's workspace (allocated
+// on first use; inside a capture on a stream without one, the plan's fallback runs, or
+// CaptureCompile without one). Once the stream has its workspace, it allocates nothing and looks
+// it up under a shared lock released before the launch.
+void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CUstream stream);
 
 // KJIT_AUTOTUNE=1 (read once per process, as for the other ops).
 bool layer_norm_autotune_env();

@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,7 +52,11 @@ struct LayerNormProblem {
 // again from memory (L2) for rows no cluster holds. With `replicas` > 1, that many clusters (or
 // CTAs) each read a row for its statistics and each write 1/replicas of it: few rows then load
 // and store less per SM. Only where no output aliases an input: a call in place runs the same
-// config with replicas = 1 (layer_norm_configs_for lists that one too).
+// config with replicas = 1 (layer_norm_configs_for lists that one too). With `coop` > 1, that
+// many CTAs share each row, holding or streaming an even share of it, and merge their
+// statistics through global memory in a cooperative launch (every CTA resident): rows too long
+// for a cluster to hold, spread over every SM. Such a config keeps its partial statistics and
+// barrier words in a per-stream workspace (reserve_layer_norm_workspace).
 struct LayerNormConfig {
   int threads = 256;  // CTA size: a multiple of 32, <= 1024
   int team = 32;      // threads per row: a power of two <= 32 dividing threads, or == threads
@@ -60,17 +65,18 @@ struct LayerNormConfig {
   int cluster = 1;    // CTAs per row (a hardware cluster when > 1: sm_90, team == threads), 1..16
   bool stream = false;
   int replicas = 1;  // CTAs or clusters per row, each writing a share (team == threads), 1..16
+  int coop = 1;      // CTAs per row in a cooperative launch (team == threads, cluster 1), 1..1024
   std::string describe() const;
   bool operator==(const LayerNormConfig& o) const {
     return threads == o.threads && team == o.team && vec == o.vec && iters == o.iters &&
-           cluster == o.cluster && stream == o.stream && replicas == o.replicas;
+           cluster == o.cluster && stream == o.stream && replicas == o.replicas && coop == o.coop;
   }
   bool operator!=(const LayerNormConfig& o) const { return !(*this == o); }
 };
 
 // The config describe() wrote ("threads=256 team=256 vec=4 iters=4 cluster=16 replicas=4", the
-// words in any order; replicas=1 may be left out): what prepare_layer_norm, kjit-bench --sweep
-// and autotuning report, read back to be pinned (LayerNormOptions::config). Throws
+// words in any order; replicas=1 and coop=1 may be left out): what prepare_layer_norm, kjit-bench
+// --sweep and autotuning report, read back to be pinned (LayerNormOptions::config). Throws
 // InvalidArgument (field "config") naming the word and the rule for any other text; whether the
 // config can run a problem is checked where it is used, as for any forced config.
 LayerNormConfig parse_layer_norm_config(std::string_view text);
@@ -115,11 +121,25 @@ LayerNormConfig prepare_layer_norm(Runtime& rt, const LayerNormProblem& p,
 // reads of the row).
 LayerNormConfig without_replicas(LayerNormConfig c);
 
+// A config with coop > 1 keeps its CTAs' partial statistics and barrier words in kjit's
+// workspace for the stream, allocated by the first call on that stream. A call while `stream`
+// is being captured cannot allocate it: on a stream without one, a capture runs the plan's
+// fallback (the heuristic's config without coop, which layer_norm_configs_for lists next and
+// prepare_layer_norm loads), or, for a pinned coop config, throws CaptureCompile. Calling this
+// before capturing (after prepare_layer_norm, with the same options) gives the stream its
+// workspace, so the graph runs the cooperative kernel; a graph captured that way uses that
+// stream's workspace whenever it is replayed. Returns its size in bytes (0: the plan of an
+// aligned call needs none).
+size_t reserve_layer_norm_workspace(Runtime& rt, const LayerNormProblem& p,
+                                    const LayerNormOptions& opt, CUstream stream);
+
 // What a call compiles, the one source for the op, kjit-precompile and kjit-bench: the configs a
 // call for p on target t may load, in the op's order of preference, for (un)aligned pointers
-// (opt.config, else the heuristic's; then, for a cluster of more than 8 CTAs, which a device may
-// refuse to schedule, the same row on a portable cluster; then, for those with replicas, the
-// same with one, which calls in place run; with opt.autotune, then every candidate). The op
+// (opt.config, else the heuristic's; then, for a cooperative one, the heuristic's without coop,
+// which captures on a stream without a workspace and devices that refuse the grid run; then,
+// for a cluster of more than 8 CTAs, which a device may refuse to schedule, the same row on a
+// portable cluster; then, for those with replicas, the same with one, which calls in place run;
+// with opt.autotune, then every candidate). The op
 // runs the first the device can schedule, or the fastest when autotuning (KJIT_AUTOTUNE is the
 // caller's to fold in).
 std::vector<LayerNormConfig> layer_norm_configs_for(const LayerNormProblem& p, const Target& t,
