@@ -451,8 +451,9 @@ def rms_norm(x, normalized_shape=None, weight=None, eps=None, *, residual=None,
 
 def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, activation, out,
                   sum_out, stream, config):
-    # As the call checks them, all before the runtime: out=, sum_out= and stream= too (a norm
-    # needs no workspace, so the stream is only checked). Errors name kjit.prepare(<op>).
+    # As the call checks them, all before the runtime: out=, sum_out= and stream= too (the
+    # stream gets the workspace of a cooperative plan, few rows too long for a cluster). Errors
+    # name kjit.prepare(<op>).
     op = op.replace("kjit.", "kjit.prepare(") + ")"
     _check_normalized_shape(op, x, normalized_shape)
     if sum_out is not None and residual is None:
@@ -464,7 +465,8 @@ def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, ac
         plain(t) for t in (x, residual, out, sum_out, weight, bias))
     eps = _rms_eps(x, eps) if kind == 1 else eps
     return _checked(op, (), (("eps", eps),), _native.prepare_layer_norm, kind, x, residual, out,
-                    sum_out, weight, bias, eps, _activation(activation), _autotune(), config)
+                    sum_out, weight, bias, eps, _activation(activation), _autotune(),
+                    stream_for(x, stream), config)
 
 
 def _prepare_layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, *,

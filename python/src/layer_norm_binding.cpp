@@ -108,15 +108,20 @@ void layer_norm(int kind, nb::handle x, nb::handle residual, nb::handle out, nb:
                   c.bias.data, o, as_stream(stream));
 }
 
-// `out` and `sum` (or None) are checked as the call checks them, before the runtime is made.
+// Compiles and loads what a call like this launches, and gives `stream` the workspace its plan
+// needs (a cooperative one), so that a call captured into a CUDA graph on that stream compiles
+// and allocates nothing. `out` and `sum` (or None) are checked as the call checks them, before
+// the runtime is made.
 std::string prepare(int kind, nb::handle x, nb::handle residual, nb::handle out, nb::handle sum,
                     nb::handle weight, nb::handle bias, double eps, int activation, bool autotune,
-                    nb::handle config) {
+                    uintptr_t stream, nb::handle config) {
   const LnCall c = read_call(kind, x, residual, out, sum, weight, bias, activation);
   const auto o = call_options<ops::LayerNormOptions>(c.op, eps, autotune, config);
   Runtime& rt = runtime_for(c.x.device_id);
   nb::gil_scoped_release release;
-  return ops::prepare_layer_norm(rt, c.p, o).describe();
+  const ops::LayerNormConfig cfg = ops::prepare_layer_norm(rt, c.p, o);
+  ops::reserve_layer_norm_workspace(rt, c.p, o, as_stream(stream));
+  return cfg.describe();
 }
 
 }  // namespace
@@ -129,7 +134,7 @@ void bind_layer_norm(nb::module_& m) {
   m.def("prepare_layer_norm", &prepare, nb::arg("kind"), nb::arg("x").none(),
         nb::arg("residual").none(), nb::arg("out").none(), nb::arg("sum").none(),
         nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("activation"),
-        nb::arg("autotune"), nb::arg("config").none() = nb::none());
+        nb::arg("autotune"), nb::arg("stream"), nb::arg("config").none() = nb::none());
 }
 
 }  // namespace kjit::py

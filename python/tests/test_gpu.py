@@ -211,6 +211,32 @@ def test_cuda_graph_capture_and_replay(torch_cuda):
     assert torch.allclose(out.double(), want, atol=1e-3, rtol=1e-3)  # fp32 GEMM over K=256
 
 
+def test_a_long_row_captures_its_cooperative_plan_after_prepare(torch_cuda):
+    # One row of 2^20: CTAs on every SM meet through a per-stream workspace. kjit.prepare gives
+    # the capture stream that workspace; a pinned cooperative config (no fallback) then captures.
+    torch = torch_cuda
+    F = torch.nn.functional
+    x = torch.randn(1, 1 << 20, device="cuda") * 3 + 2
+    w, b = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    s = torch.cuda.Stream()
+    plan = kjit.prepare("layer_norm", x, None, w, b, stream=s)
+    plan_r = kjit.prepare("rms_norm", x, None, w, stream=s)
+    assert "coop=" in plan and "coop=" in plan_r
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        y = kjit.layer_norm(x, None, w, b, config=plan)
+        r = kjit.rms_norm(y, None, w, config=plan_r)
+    for _ in range(3):  # replays reuse the barrier words
+        x.copy_(torch.randn_like(x) * 3 + 2)
+        g.replay()
+    torch.cuda.synchronize()
+    want = F.layer_norm(x.double(), (1 << 20,), w.double(), b.double())
+    assert torch.allclose(y.double(), want, atol=1e-4, rtol=1e-4)
+    want_r = F.rms_norm(y.double(), (1 << 20,), w.double(), torch.finfo(torch.float32).eps)
+    assert torch.allclose(r.double(), want_r, atol=1e-4, rtol=1e-4)
+
+
 def lgm_reference(torch, x, w, v, groups):
     F = torch.nn.functional
     h = F.group_norm(x.double() @ w.double().T + v[0].double(), groups, v[1].double(),

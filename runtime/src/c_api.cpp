@@ -355,4 +355,19 @@ int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* par
   });
 }
 
+int kjit_layer_norm_reserve_workspace(const char* kind, const char* dtype, const char* param_dtype,
+                                      int64_t rows, int64_t width, int activation, int residual,
+                                      int weight, int bias, int autotune, const char* config,
+                                      void* stream, int64_t* bytes) {
+  return guarded([&] {
+    const auto p = ln_problem(kind, dtype, param_dtype, rows, width, activation, residual != 0,
+                              weight != 0, bias != 0);
+    kjit::ops::validate(p);
+    const auto o = ln_options(kjit::ops::LayerNormOptions{}.eps, autotune, config);
+    const size_t b =
+        kjit::ops::reserve_layer_norm_workspace(runtime(), p, o, static_cast<CUstream>(stream));
+    if (bytes) *bytes = static_cast<int64_t>(b);
+  });
+}
+
 }  // extern "C"

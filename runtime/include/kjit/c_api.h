@@ -136,6 +136,15 @@ int kjit_layer_norm(const char* kind, const char* dtype, const char* param_dtype
 int kjit_layer_norm_prepare(const char* kind, const char* dtype, const char* param_dtype,
                             int64_t rows, int64_t width, int activation, int residual, int weight,
                             int bias, int autotune, const char* config, char* buf, int64_t size);
+/* Give `stream` the workspace a cooperative plan of this problem (a config with coop > 1: few
+ * rows too long for a cluster) uses, as kjit_group_norm_reserve_workspace does; without it a
+ * call captured on that stream runs the plan's fallback (or, for a pinned coop config, fails
+ * with capture_compile). Arguments as kjit_layer_norm_prepare's; writes the bytes reserved to
+ * *bytes when not NULL (0: the plan needs no workspace). */
+int kjit_layer_norm_reserve_workspace(const char* kind, const char* dtype, const char* param_dtype,
+                                      int64_t rows, int64_t width, int activation, int residual,
+                                      int weight, int bias, int autotune, const char* config,
+                                      void* stream, int64_t* bytes);
 
 #ifdef __cplusplus
 }
