@@ -365,7 +365,8 @@ constexpr int min_ctas(bool stream, bool residual, int threads) {
 // width_arg. A constant width folds the runs' bounds, loop counts, SumScale and 1 / width.
 // kCoop: `coop` CTAs per row (grid.x = rows * coop, a cooperative launch), each holding or
 // streaming an even share of it, their statistics merged through `coop_part` (a float4 per CTA)
-// and a barrier on `coop_bar` (two words per row, 0 between launches: rownorm::coop_stats).
+// and a barrier on `coop_bar` (two words per row, the first 0 between launches, the second a
+// generation: group_barrier).
 // Unused otherwise (null, 1).
 template <class T, class P, class Act, bool kRms, bool kHasW, bool kHasB, bool kResidual, int kVec,
           int kThreads, int kTpr, int kIters, int kCluster, int kReplicas, bool kStream, bool kCoop,
@@ -387,6 +388,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
                 "a cooperative row is split over whole CTAs, without clusters or replicas");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(kCluster == 1, "thread-block clusters need sm_90 or newer");
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+  static_assert(!kCoop, "cooperative rows need sm_70 or newer (acquire/release atomics)");
 #endif
 
   // A held LayerNorm cluster sends its CTAs' sums of values and squares (see Pass 1).

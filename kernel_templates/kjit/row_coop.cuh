@@ -5,7 +5,11 @@
 // cannot keep another from starting) and merges all of them.
 #pragma once
 
+// The barrier needs sm_70's acquire/release atomics; row_norm refuses kCoop below it, and every
+// other row_norm kernel still compiles there (without this header's barrier).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
 #include "kjit/group_barrier.cuh"
+#endif
 
 namespace kjit {
 namespace rownorm {
@@ -38,7 +42,11 @@ __forceinline__ float2 coop_stats(Moments own, float4* part, unsigned* bar, int 
                                   int width, float2* out) {
   if (threadIdx.x == 0) {
     __stcg(part + rank, make_float4(own.n, own.mean, own.m2, 0.f));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+    __trap();  // not reached: row_norm's static_assert refuses kCoop here
+#else
     group_barrier(bar, static_cast<unsigned>(coop));
+#endif
   }
   __syncthreads();  // thread 0 acquired every part of the row: now the CTA sees them
   if (threadIdx.x < 32) {

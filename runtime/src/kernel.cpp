@@ -132,6 +132,9 @@ void Kernel::launch(CUstream stream, const LaunchConfig& c, void** params) const
                     "counted " +
                     std::to_string(k_->sm_count) +
                     "; an MPS limit it cannot see may allow fewer): " + detail::cu_error_text(r));
+  if (r == CUDA_ERROR_NOT_SUPPORTED && c.cooperative)  // a device without cooperative launches
+    throw Error(Errc::Unsupported, "cuLaunchKernelEx refused the cooperative launch of " +
+                                       describe(*k_, c) + ": " + detail::cu_error_text(r));
   if (r != CUDA_SUCCESS) launch_failed(*k_, c, "cuLaunchKernelEx", r);
 }
 

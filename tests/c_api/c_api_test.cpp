@@ -233,6 +233,31 @@ TEST_CASE(
   CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
 }
 
+// kjit_layer_norm_reserve_workspace checks the problem and the config as prepare does, before
+// the runtime; a valid one gets past (no driver here; on a GPU a row of 2^20 reserves the float4
+// per CTA and the two barrier words of its cooperative plan, a short row nothing).
+TEST_CASE("kjit_layer_norm_reserve_workspace: bad arguments are invalid_argument, named") {
+  int64_t bytes = -1;
+  CHECK(kjit_layer_norm_reserve_workspace("rms_norm", "f32", nullptr, 1, 1 << 20, 0, 0, 1, 1, 0,
+                                          nullptr, nullptr, &bytes) == kInvalidArgument);
+  CHECK(last_error_has("RMSNorm has no bias"));
+  CHECK(kjit_layer_norm_reserve_workspace("layer_norm", "f32", nullptr, -1, 64, 0, 0, 1, 1, 0,
+                                          nullptr, nullptr, &bytes) == kInvalidArgument);
+  CHECK(last_error_has("rows = -1"));
+  CHECK(kjit_layer_norm_reserve_workspace("layer_norm", "f32", nullptr, 1, 1 << 20, 0, 0, 1, 1, 0,
+                                          "threads=512 team=512 vec=4 iters=4 cluster=1 coop=0",
+                                          nullptr, &bytes) == kInvalidArgument);
+  CHECK(last_error_has("coop = 0 must be in [1, 1024]"));
+  CHECK(bytes == -1);
+  for (int64_t width : {int64_t{1} << 20, int64_t{64}}) {
+    const int rc = kjit_layer_norm_reserve_workspace("layer_norm", "f32", nullptr, 1, width, 0, 0,
+                                                     1, 1, 0, nullptr, nullptr, &bytes);
+    CAPTURE(std::string(kjit_last_error()));
+    CHECK((rc == KJIT_OK || rc == KJIT_ERR_NO_DRIVER || rc == KJIT_ERR_NO_DEVICE));
+    if (rc == KJIT_OK) CHECK((width == 64 ? bytes == 0 : bytes > 0));
+  }
+}
+
 // config: a text that is no config of the op is refused, naming the word, by every call and
 // prepare before the runtime; a config's text gets past (no driver here, or it compiles).
 TEST_CASE(

@@ -43,7 +43,8 @@ class Kernel {
   // the kernel and the configuration when the driver refuses the launch, InvalidArgument for a
   // zero dimension, a grid that is not a whole number of clusters, or a cooperative cluster;
   // Error(Unsupported) for a cooperative grid larger than the context may hold at once (fits()
-  // counts the device's SMs; under MPS limits the driver may allow fewer). Capturable in graphs.
+  // counts the device's SMs; under MPS limits the driver may allow fewer), or a cooperative
+  // launch on a device without them. Capturable in graphs.
   void launch(CUstream stream, const LaunchConfig& cfg, void** params) const;
 
   // Whether the device can run at least one CTA (with clusters: one cluster) of cfg at a time;

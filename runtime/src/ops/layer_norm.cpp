@@ -54,7 +54,9 @@ LnKey make_key(const LayerNormProblem& p, bool aligned, bool in_place, const Lay
 }
 
 // A cooperative plan's fallback: the first config of layer_norm_configs_for without coop that
-// the device schedules (run in place without replicas, as `in_place` plans are).
+// compiles and the device schedules (run in place without replicas, as `in_place` plans are).
+// Other failures (out of memory, a capture elsewhere) reach the caller: a plan cached without
+// its fallback would keep running a capture's fallback path into CaptureCompile.
 std::unique_ptr<LnPlan> with_fallback(Runtime& rt, const LayerNormProblem& p, bool aligned,
                                       bool in_place, std::unique_ptr<LnPlan> plan,
                                       CUstream stream) {
@@ -62,7 +64,13 @@ std::unique_ptr<LnPlan> with_fallback(Runtime& rt, const LayerNormProblem& p, bo
   for (LayerNormConfig c : layer_norm_configs_for(p, Target::of(rt), {}, aligned)) {
     if (c.coop > 1) continue;
     if (in_place) c = without_replicas(c);
-    auto fallback = layer_norm_plan(rt, p, c, aligned, stream);
+    std::unique_ptr<LnPlan> fallback;
+    try {
+      fallback = layer_norm_plan(rt, p, c, aligned, stream);
+    } catch (const Error& e) {
+      if (e.code() != Errc::Compile && e.code() != Errc::Unsupported) throw;
+      continue;
+    }
     if (fallback->kernel.fits(fallback->launch)) {
       plan->fallback = std::move(fallback);
       break;

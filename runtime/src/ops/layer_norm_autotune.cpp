@@ -99,8 +99,9 @@ bool layer_norm_autotune_env() {
 LayerNormConfig layer_norm_autotune(Runtime& rt, const LayerNormProblem& p, bool aligned, float eps,
                                     CUstream caller) {
   const char* op = norm_kind_name(p.kind);
-  // Version 2: timed over rotating sets (records of version 1 were timed in the L2).
-  kjit::Autotuner<LayerNormConfig> tuner(op, 2, layer_norm_candidates(p, Target::of(rt), aligned),
+  // Version 3: cooperative candidates (coop) among the long rows' (records of version 2 never
+  // timed them; version 1's were timed in the L2).
+  kjit::Autotuner<LayerNormConfig> tuner(op, 3, layer_norm_candidates(p, Target::of(rt), aligned),
                                          [](const LayerNormConfig& c) { return c.describe(); });
   tuner.key("problem", p.describe()).key("aligned", aligned ? 1 : 0);
   tuner.key("pdl", op::programmatic_launch(rt) ? 1 : 0);

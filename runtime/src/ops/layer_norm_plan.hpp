@@ -56,7 +56,8 @@ struct LnArgs {
 };
 
 // Cooperative plans' workspaces: each stream's own, so that calls on different streams never
-// share barrier words. The barriers are zeroed when allocated and left at zero by every launch.
+// share barrier words. The barriers are zeroed when allocated; every launch leaves each row's
+// arrival count at zero (its second word is a generation: group_barrier).
 struct LnWorkspaces {
   op::StreamWorkspaces partials;
   op::StreamWorkspaces barriers{true};
