@@ -459,8 +459,6 @@ def _prepare_norm(kind, op, x, normalized_shape, weight, bias, eps, residual, ac
     if sum_out is not None and residual is None:
         _refuse_sum_out(op)
     _no_bools(op, (), (("eps", eps),))
-    if stream is not None:
-        stream_handle(stream)
     x, residual, out, sum_out, weight, bias = (
         plain(t) for t in (x, residual, out, sum_out, weight, bias))
     eps = _rms_eps(x, eps) if kind == 1 else eps

@@ -57,14 +57,9 @@ struct GnArgs {
 
 using GnPlanTable = kjit::op::PlanTable<GnKey, GnPlan>;
 
-// Per-stream workspaces of plans that need one: partial statistics, and barrier words,
-// kept apart because the barrier words' even-indexed ones must be zero between calls
-// (group_barrier.cuh, group_norm_pipe.cuh), which another problem's partials written over them
-// would break. (The odd ones are coop's generations: any value.)
-struct GnWorkspaces {
-  kjit::op::StreamWorkspaces partials;
-  kjit::op::StreamWorkspaces barriers{true};  // zeroed when allocated
-};
+// Per-stream workspaces of plans that need one (group_norm_pipe.cuh's counters follow the same
+// rule as group_barrier.cuh's words).
+using GnWorkspaces = kjit::op::BarrierWorkspaces;
 
 // GroupNorm's per-runtime state (Runtime::extension<GnState>()).
 struct GnState {

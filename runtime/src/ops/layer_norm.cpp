@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kjit/error.hpp"
@@ -27,6 +28,14 @@ constexpr const char* kPrepareHint =
     "plan: make one such call outside the capture first)";
 constexpr const char* kReserveHint =
     "call reserve_layer_norm_workspace on the stream before capturing";
+
+// A cooperative plan's workspace on `stream` in ws, allocated (or grown) first where it has none
+// (CaptureCompile naming kReserveHint while the stream is being captured): partials, barriers.
+std::pair<CUdeviceptr, CUdeviceptr> allocate_workspace(Runtime& rt, const LnPlan& plan,
+                                                       op::BarrierWorkspaces& ws, CUstream stream) {
+  return {ws.partials.get(rt, stream, plan.partials_bytes, plan.op, kReserveHint),
+          ws.barriers.get(rt, stream, plan.barrier_bytes, plan.op, kReserveHint)};
+}
 
 LnKey make_key(const LayerNormProblem& p, bool aligned, bool in_place, const LayerNormConfig* f,
                bool tune) {
@@ -231,22 +240,22 @@ void layer_norm(Runtime& rt, const LayerNormProblem& p, const void* x, const voi
                          stream);
 }
 
-void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CUstream stream) {
+void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CUstream stream,
+                            op::BarrierWorkspaces* ws) {
   if (plan.config.coop == 1) {
     plan.kernel(stream, plan.launch, a.x, a.r, a.y, a.s, a.w, a.b, a.eps, a.width, a.rows,
                 plan.trigger, static_cast<void*>(nullptr), static_cast<void*>(nullptr), 1);
     return;
   }
   if (plan.refused.load(std::memory_order_relaxed))
-    return launch_layer_norm_plan(rt, *plan.fallback, a, stream);
-  LnWorkspaces& ws = rt.extension<LnState>().workspaces;
-  CUdeviceptr part = ws.partials.find(stream, plan.partials_bytes);
-  CUdeviceptr bar = ws.barriers.find(stream, plan.barrier_bytes);
+    return launch_layer_norm_plan(rt, *plan.fallback, a, stream, ws);
+  if (!ws) ws = &rt.extension<LnState>().workspaces;
+  CUdeviceptr part = ws->partials.find(stream, plan.partials_bytes);
+  CUdeviceptr bar = ws->barriers.find(stream, plan.barrier_bytes);
   if (!part || !bar) {
     if (plan.fallback && op::capturing(rt, stream))
-      return launch_layer_norm_plan(rt, *plan.fallback, a, stream);
-    part = ws.partials.get(rt, stream, plan.partials_bytes, plan.op, kReserveHint);
-    bar = ws.barriers.get(rt, stream, plan.barrier_bytes, plan.op, kReserveHint);
+      return launch_layer_norm_plan(rt, *plan.fallback, a, stream, ws);
+    std::tie(part, bar) = allocate_workspace(rt, plan, *ws, stream);
   }
   // Device addresses as the kernel's pointer parameters take them (same size: checked).
   void* part_ptr = reinterpret_cast<void*>(part);
@@ -257,7 +266,7 @@ void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CU
   } catch (const Error& e) {
     if (e.code() != Errc::Unsupported || !plan.fallback) throw;
     plan.refused.store(true, std::memory_order_relaxed);
-    launch_layer_norm_plan(rt, *plan.fallback, a, stream);
+    launch_layer_norm_plan(rt, *plan.fallback, a, stream, ws);
   }
 }
 
@@ -286,9 +295,7 @@ size_t reserve_layer_norm_workspace(Runtime& rt, const LayerNormProblem& p,
   if (p.rows == 0) return 0;
   const LnPlan& plan = plan_for(rt, p, true, false, opt, stream);
   if (plan.config.coop == 1) return 0;
-  LnWorkspaces& ws = rt.extension<LnState>().workspaces;
-  ws.partials.get(rt, stream, plan.partials_bytes, plan.op, kReserveHint);
-  ws.barriers.get(rt, stream, plan.barrier_bytes, plan.op, kReserveHint);
+  allocate_workspace(rt, plan, rt.extension<LnState>().workspaces, stream);
   return plan.partials_bytes + plan.barrier_bytes;
 }
 

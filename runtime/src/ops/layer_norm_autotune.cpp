@@ -127,18 +127,24 @@ LayerNormConfig layer_norm_autotune(Runtime& rt, const LayerNormProblem& p, bool
   const Scratch s(rt, p, aligned);
   const int width = static_cast<int>(p.width);
   const long long rows = p.rows;
+  // Cooperative candidates' workspaces are a set of autotuning's own, freed when it returns
+  // (tuning has waited for its stream), as GroupNorm's autotuning keeps its own: the runtime's
+  // set would keep them until the Runtime goes, and its entry for the tuning stream's handle may
+  // belong to an earlier stream that a live graph still uses.
+  const CurrentContext current(rt);  // while `ws` frees
+  op::BarrierWorkspaces ws;
   return tuner
       .tune(rt,
             [&](const LayerNormConfig& c) -> Launch {
               std::shared_ptr<LnPlan> plan = build(c);
-              return [plan, &rt, &s, &p, eps, width, rows, k = 0](CUstream st) mutable {
+              return [plan, &rt, &s, &p, &ws, eps, width, rows, k = 0](CUstream st) mutable {
                 k = (k + 1) % s.sets;
                 launch_layer_norm_plan(
                     rt, *plan,
                     {s.at(k, 0), p.residual ? s.at(k, 1) : nullptr, s.at(k, 2),
                      p.residual ? s.at(k, 3) : nullptr, p.has_weight ? s.at(k, 4) : nullptr,
                      p.has_bias ? s.at(k, 5) : nullptr, eps, width, rows},
-                    st);
+                    st, &ws);
               };
             })
       .config;

@@ -279,20 +279,31 @@ static bool streams_instead(const LayerNormProblem& p, const Target& t,
          held.threads == 256 && held.iters == 4 && p.rows >= kManyRowsPerSm * t.sm_count;
 }
 
+// Rule 4's streaming config: 512 threads, 4 loads in flight.
+static LayerNormConfig streamed(int vec, int cluster) {
+  LayerNormConfig c;
+  c.threads = c.team = kStreamThreads;
+  c.vec = vec;
+  c.iters = kStreamIters;
+  c.stream = true;
+  c.cluster = cluster;
+  return c;
+}
+
+// The CTAs per row rule 6 gives p's rows on t (a CTA per SM), or 0 where it does not apply
+// (before sm_70, no rows, or more than half as many rows as SMs): the heuristic's and the
+// candidates' one rule.
+static int coop_ctas(const LayerNormProblem& p, const Target& t) {
+  if (t.cc < 70 || p.rows < 1 || p.rows > t.sm_count / 2) return 0;
+  return static_cast<int>(std::min<int64_t>(t.sm_count / p.rows, kMaxCoop));
+}
+
 // Rule 6: a cooperative row, or nullopt where it does not apply.
 static std::optional<LayerNormConfig> coop_layout(const LayerNormProblem& p, const Target& t,
                                                   int vec, int64_t nv) {
-  if (t.cc < 70 || p.rows < 1 || p.rows > t.sm_count / 2) return std::nullopt;
-  const int coop = static_cast<int>(std::min<int64_t>(t.sm_count / p.rows, kMaxCoop));
-  LayerNormConfig c;
-  if (auto held = cta_layout(ceil_div(nv, coop), vec, 1)) {
-    c = *held;
-  } else {
-    c.threads = c.team = kStreamThreads;
-    c.vec = vec;
-    c.iters = kStreamIters;
-    c.stream = true;
-  }
+  const int coop = coop_ctas(p, t);
+  if (coop == 0) return std::nullopt;
+  LayerNormConfig c = cta_layout(ceil_div(nv, coop), vec, 1).value_or(streamed(vec, 1));
   c.coop = coop;
   return c;
 }
@@ -327,11 +338,7 @@ static LayerNormConfig layout(const LayerNormProblem& p, const Target& t, bool a
   }
   if (coop)
     if (auto co = coop_layout(p, t, vec, nv)) return *co;
-  c.threads = c.team = kStreamThreads;
-  c.iters = kStreamIters;
-  c.stream = true;
-  c.cluster = clusters ? static_cast<int>(std::min<int64_t>(spread, max_cluster)) : 1;
-  return c;
+  return streamed(vec, clusters ? static_cast<int>(std::min<int64_t>(spread, max_cluster)) : 1);
 }
 
 // Rule 5 on top of the layout: CTA teams whose grid leaves half the SMs idle or more get replicas.
@@ -392,8 +399,7 @@ static std::vector<LayerNormConfig> family_configs(const LayerNormProblem& p, co
     }
   // Cooperative rows (rule 6's rows): a CTA per SM, and half and a quarter as many, each CTA
   // size holding its share or streaming it.
-  if (!short_row && t.cc >= 70 && p.rows >= 1 && p.rows <= t.sm_count / 2) {
-    const int most = static_cast<int>(std::min<int64_t>(t.sm_count / p.rows, kMaxCoop));
+  if (const int most = coop_ctas(p, t); !short_row && most > 0) {
     for (int coop = most; coop >= std::max(2, most / 4); coop /= 2)
       for (int threads : {256, 512, 1024}) {
         add(threads, threads, ceil_div(ceil_div(nv, coop), threads), 1, false, coop);

@@ -55,19 +55,11 @@ struct LnArgs {
   long long rows;
 };
 
-// Cooperative plans' workspaces: each stream's own, so that calls on different streams never
-// share barrier words. The barriers are zeroed when allocated; every launch leaves each row's
-// arrival count at zero (its second word is a generation: group_barrier).
-struct LnWorkspaces {
-  op::StreamWorkspaces partials;
-  op::StreamWorkspaces barriers{true};
-};
-
 // The op's per-runtime state (Runtime::extension<LnState>()).
 struct LnState {
   explicit LnState(Runtime&) {}
   op::PlanTable<LnKey, LnPlan> plans;
-  LnWorkspaces workspaces;
+  op::BarrierWorkspaces workspaces;  // cooperative plans': each stream's own
 };
 
 // The kernel of config c (validated against p) and its launch; CaptureCompile (with the op's
@@ -75,11 +67,12 @@ struct LnState {
 std::unique_ptr<LnPlan> layer_norm_plan(Runtime& rt, const LayerNormProblem& p,
                                         const LayerNormConfig& c, bool aligned, CUstream stream);
 
-// Enqueues plan's kernel on `stream`: a cooperative plan with the stream's workspace (allocated
-// on first use; inside a capture on a stream without one, the plan's fallback runs, or
-// CaptureCompile without one). Once the stream has its workspace, it allocates nothing and looks
-// it up under a shared lock released before the launch.
-void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CUstream stream);
+// Enqueues plan's kernel on `stream`: a cooperative plan with the stream's workspace in `ws`
+// (null: the runtime's), allocated on first use; inside a capture on a stream without one, the
+// plan's fallback runs, or CaptureCompile without one. Once the stream has its workspace, it
+// allocates nothing and looks it up under a shared lock released before the launch.
+void launch_layer_norm_plan(Runtime& rt, const LnPlan& plan, const LnArgs& a, CUstream stream,
+                            op::BarrierWorkspaces* ws = nullptr);
 
 // KJIT_AUTOTUNE=1 (read once per process, as for the other ops).
 bool layer_norm_autotune_env();

@@ -81,5 +81,14 @@ class StreamWorkspaces {
   std::vector<CUdeviceptr> retired_;
 };
 
+// The per-stream workspaces of kernels whose CTAs meet in global memory (kjit/group_barrier.cuh:
+// GroupNorm's and LayerNorm's cooperative plans): partial statistics, and barrier words, kept
+// apart because the barrier words' even-indexed ones must be zero between calls, which another
+// problem's partials written over them would break (the odd ones are generations: any value).
+struct BarrierWorkspaces {
+  StreamWorkspaces partials;
+  StreamWorkspaces barriers{true};  // zeroed when allocated
+};
+
 }  // namespace op
 }  // namespace kjit
