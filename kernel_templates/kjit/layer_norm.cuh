@@ -339,6 +339,15 @@ struct is_none<act::None> {
   static constexpr bool value = true;
 };
 
+// The most bytes of a row a CTA's statistics pass keeps in L1 for its second pass (16 KB: an fp32
+// row of 4096; 5 CTAs an SM keep 80 KB of the H200's 256 KB of L1 and shared memory). With the
+// hint the second pass measured faster (its L1 hit rate was not profiled): H200, tools/bench.py's
+// method, fp32 16384 x 4096, us: LayerNorm 128.3-128.7 -> 127.8-127.9 (256 x 4), RMSNorm 512 x 2
+// 127.7-127.8 -> 126.5-126.7. Larger shares (long rows split over clusters or cooperative CTAs,
+// up to megabytes a CTA) would not fit beside the other CTAs' and the parameters' lines; they were
+// not measured with it and keep the plain L1 policy.
+constexpr int kL1KeepBytes = 16384;
+
 // The kernel's CTAs per SM to fit in registers (__launch_bounds__; 0: no cap). A 256-thread fp32
 // stream without a residual is held to 48 registers, 5 CTAs per SM (LayerNorm 16384x4096 on the
 // H200: 130.2 -> 128.7 us, with 8 bytes spilled); with a residual that cap cost 284 -> 305 us.
@@ -493,11 +502,15 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // where it measured slower: with SiLU (128.5 -> 131.0 us) and bf16 (1 x 2^20: 9.8 -> 9.9).
   constexpr bool kParamsEarly = kStream && (kHasW || kHasB) && rownorm::is_none<Act>::value &&
                                 sizeof(T) == 4 && kIters % 2 == 0;
+  // A statistics pass (kKeep) whose run fits rownorm::kL1KeepBytes also keeps it in L1, so that
+  // the second pass reads it from there rather than from L2 (kL1KeepBytes).
   auto stream_pass = [&](auto batch, bool first_pass, L2Hint hint, auto&& fn) {
     constexpr int kB = decltype(batch)::value;
     const unsigned long long policy = l2_policy(hint);
     const T* src = first_pass || !kResidual ? xr : sr;
     const int lo = first_pass ? first : own_lo, hi = first_pass ? last : own_hi;
+    const bool keep_l1 = hint == L2Hint::kKeep &&
+                         hi - lo <= rownorm::kL1KeepBytes / static_cast<int>(kVec * sizeof(T));
     for (int v0 = lo + t; v0 < hi; v0 += kThreads * kB) {
       Pack<T, kVec> p[kB], q[kResidual ? kB : 1];
       rownorm::Params<P, kVec> sw[kParamsEarly && kHasW ? kB : 1];
@@ -506,7 +519,8 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
       for (int i = 0; i < kB; ++i) {
         const int vi = v0 + i * kThreads;
         if (vi < hi) {
-          p[i] = load_pack_hinted<T, kVec>(src + vi * kVec, policy);
+          p[i] = keep_l1 ? load_pack_hinted<T, kVec, true>(src + vi * kVec, policy)
+                         : load_pack_hinted<T, kVec>(src + vi * kVec, policy);
           if (kResidual && first_pass)
             q[kResidual ? i : 0] = load_pack_hinted<T, kVec>(rr + vi * kVec, policy);
           if (kParamsEarly && !first_pass) {

@@ -58,14 +58,21 @@ __forceinline__ unsigned long long l2_policy(L2Hint h) {
 }
 
 // load_pack with an L2 cache policy from l2_policy (16-byte packs; others load plainly).
-template <class T, int V>
+// kKeepL1: the line also stays in L1 ahead of others (evict_last there too), for a pass whose
+// bytes this SM reads again soon and which fit its L1 (a streamed row share of a few KB).
+template <class T, int V, bool kKeepL1 = false>
 __forceinline__ Pack<T, V> load_pack_hinted(const T* p, unsigned long long policy) {
 #if __CUDA_ARCH__ >= 800
   if constexpr (sizeof(T) * V == 16) {
     uint4 w;
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
-                 : "l"(p), "l"(policy));
+    if constexpr (kKeepL1)
+      asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                   : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                   : "l"(p), "l"(policy));
+    else
+      asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                   : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                   : "l"(p), "l"(policy));
     Pack<T, V> r;
     *reinterpret_cast<uint4*>(&r) = w;
     return r;

@@ -216,6 +216,16 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
     CHECK(!cfg(16384, 3072).stream);                      // 256 threads x 3: held
     CHECK(!cfg(4000, 4096).stream);                       // under 32 rows per SM: held
     CHECK(!cfg(8192, 8192).stream);                       // 512-thread CTAs hold it faster
+    if (t == DType::F32) {  // LayerNorm streams 256 x 4; RMSNorm 512 x 2 where the row fills it
+      CHECK((medium.threads == 256 && medium.iters == 4));
+      auto rms = [&](int64_t rows, int64_t width) {
+        return kjit::ops::layer_norm_heuristic(LayerNormProblem::rms_norm(rows, width, t),
+                                               kjit::Target::for_cc(90), true);
+      };
+      CHECK((rms(16384, 4096).threads == 512 && rms(16384, 4096).iters == 2));
+      CHECK((rms(16384, 4096).stream && rms(8192, 4096).threads == 512));
+      CHECK((rms(16384, 3200).threads == 256 && rms(16384, 3200).stream));
+    }
     CHECK(cfg(2048, 8192).cluster == 1);
     // One row over 16 SMs, replicated 4 times, 16 values per thread.
     const LayerNormConfig one_row = cfg(1, 65536, h200);
