@@ -38,8 +38,10 @@ mkdir -p "$logs"
 # Fast GPU cases that still reach every kind of kjit kernel and host path: a template launch,
 # >48 KB dynamic shared memory, a cluster launch, graph capture, GroupNorm in every regime
 # (one-pass, cluster, cooperative, pipelined, two-kernel split; programmatic dependent launch),
-# Linear-GN-min over its edge problems, and a thread with no current context. doctest splits the
-# filter at commas, so names that contain one are matched with '*'.
+# Linear-GN-min over its edge problems, LayerNorm and RMSNorm in every kernel family (warp teams,
+# CTA rows, streams, held clusters, cooperative rows through global-memory barriers), and a
+# thread with no current context. doctest splits the filter at commas, so names that contain one
+# are matched with '*'.
 default_cases=(
   'device properties are read'
   'compile* load and launch a template*'
@@ -52,6 +54,7 @@ default_cases=(
   'group_norm: back-to-back dependent calls on one stream*'
   'linear_gn_min: output is *'
   'linear_gn_min: edge problems'
+  'layer_norm: one small case per kernel family'
   'embedding: kjit works on a thread with no current context and leaves none'
 )
 cases=${KJIT_SAN_CASES:-$(
@@ -79,6 +82,17 @@ run() {
   # racecheck ends with its own line ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0
   # warnings)"), the other tools with "ERROR SUMMARY: 0 errors".
   summary=$(grep -Eo '(ERROR|RACECHECK) SUMMARY: .*' "$log" | tail -n 1 || true)
+  # kjit learns a kernel's parameter count by asking cuFuncGetParamInfo for each index until the
+  # driver answers CUDA_ERROR_INVALID_VALUE (the CUDA 13.0 driver API has no count query): memcheck
+  # reports that last, expected answer of every kernel load as an API error. A run whose errors are
+  # all such answers is clean (its exit code 86 is the sanitizer's; EXPECT still checks the
+  # program's own result).
+  local probes
+  probes=$(grep -c 'CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuFuncGetParamInfo' "$log" || true)
+  if [[ $rc -eq 86 && $probes -gt 0 && $summary == "ERROR SUMMARY: $probes errors" ]]; then
+    rc=0
+    summary="ERROR SUMMARY: 0 errors (+$probes parameter-count probes)"
+  fi
   verdict=ok
   if [[ $rc -eq 124 ]]; then
     verdict="TIMEOUT after ${limit}s"
@@ -88,7 +102,7 @@ run() {
     verdict="ERRORS"
   elif [[ $rc -ne 0 ]]; then
     verdict="FAILED (exit $rc)"
-  elif [[ $summary != 'ERROR SUMMARY: 0 errors' &&
+  elif [[ $summary != 'ERROR SUMMARY: 0 errors'* &&
     $summary != 'RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)' ]]; then
     verdict="ERRORS"
   elif ! grep -Eq "$expect" "$log"; then

@@ -46,6 +46,7 @@ struct Case {
   float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation; std 0:
                                      // every element x_mean (it must be exact in the dtype)
   std::optional<LayerNormConfig> config;
+  bool autotune = false;  // LayerNormOptions::autotune
 };
 
 // A tensor in a buffer with 16 guard bytes before it (plus the offset) and 16 after, all 0xFF
@@ -152,6 +153,7 @@ Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
   kjit::ops::LayerNormOptions opt;
   opt.eps = cs.eps;
   opt.config = cs.config;
+  opt.autotune = cs.autotune;
   // Unused pointers are ignored: give them garbage that would fail every check.
   void* junk = reinterpret_cast<void*>(uintptr_t{3});
   kjit::ops::layer_norm(rt, p, gx.ptr(), p.residual ? gr.ptr() : junk, y->ptr(),
@@ -987,6 +989,63 @@ TEST_CASE("layer_norm: cooperative rows, held and streamed, NaN, inf, in place a
     check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9000 + i));
   }
   CHECK(coop == static_cast<int>(cases.size()));  // every case ran a cooperative config
+}
+
+// Few, small cases of every LayerNorm kernel family (warp teams, CTA rows, streams, held and
+// streamed clusters with replicas, held and streamed cooperative rows): sized for
+// tools/sanitize.sh, whose tools run kernels 10-100x slower.
+TEST_CASE("layer_norm: one small case per kernel family") {
+  kjit::Stream stream(runtime());
+  const bool coop_ok = runtime().props().cc() >= 70;
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::BF16})
+    for (NormKind k : {NormKind::LayerNorm, NormKind::RMSNorm}) {
+      cases.push_back(plain(k, 5, 768, t));    // a warp team per row
+      cases.push_back(plain(k, 3, 8192, t));   // a CTA per row
+      cases.push_back(plain(k, 1, 65536, t));  // a held cluster with replicas (sm_90)
+      Case streamed = plain(k, 2, 4096, t);
+      streamed.config =
+          LayerNormConfig{256, 256, 16 / static_cast<int>(kjit::dtype_size(t)), 4, 1, true};
+      streamed.p.residual = true;
+      cases.push_back(streamed);
+      if (!coop_ok) continue;
+      cases.push_back(plain(k, 1, 1 << 19, t));  // rule 6: a CTA per SM
+      for (bool stream_it : {false, true}) {
+        Case c = plain(k, 2, 3000, t);
+        LayerNormConfig f{64, 64, 1, stream_it ? 2 : 16, 1, stream_it};
+        f.coop = 3;
+        c.config = f;
+        c.special = stream_it ? 1 : 0;  // a NaN row next to a finite one
+        cases.push_back(c);
+      }
+    }
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9400 + i));
+}
+
+// Autotuning rows that take cooperative candidates times them with workspaces of its own (its
+// timing runs on a stream of its own), keeps one, and the call then runs it against float64.
+TEST_CASE("layer_norm: autotuning a long row times its cooperative candidates and runs one") {
+  if (runtime().props().cc() < 70) return;
+  kjit::Stream stream(runtime());
+  const kjit::Target target = kjit::Target::of(runtime());
+  int i = 0;
+  for (Case c : {plain(NormKind::LayerNorm, 1, 1 << 20, DType::F32),
+                 plain(NormKind::RMSNorm, 3, (1 << 20) + 8, DType::BF16)}) {
+    CAPTURE(c.p.describe());
+    const auto cands = kjit::ops::layer_norm_candidates(c.p, target, true);
+    CHECK(std::count_if(cands.begin(), cands.end(),
+                        [](const LayerNormConfig& f) { return f.coop > 1; }) >= 3);
+    c.autotune = true;
+    kjit::ops::LayerNormOptions opt;
+    opt.autotune = true;
+    const LayerNormConfig tuned = kjit::ops::prepare_layer_norm(runtime(), c.p, opt);
+    CHECK(std::any_of(cands.begin(), cands.end(),
+                      [&](const LayerNormConfig& f) { return f == tuned; }));
+    MESSAGE(c.p.describe() << ": tuned " << tuned.describe() << " of " << cands.size()
+                           << " candidates (heuristic " << cands[0].describe() << ")");
+    check_result(c, run_case(c, stream, kjit_test::seed() + 9500 + i++));
+  }
 }
 
 // A cooperative plan inside graphs: on a stream without a workspace the capture runs its
