@@ -504,13 +504,15 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
                                 sizeof(T) == 4 && kIters % 2 == 0;
   // A statistics pass (kKeep) whose run fits rownorm::kL1KeepBytes also keeps it in L1, so that
   // the second pass reads it from there rather than from L2 (kL1KeepBytes).
+  auto l1_kept = [](int lo, int hi) {
+    return hi - lo <= rownorm::kL1KeepBytes / static_cast<int>(kVec * sizeof(T));
+  };
   auto stream_pass = [&](auto batch, bool first_pass, L2Hint hint, auto&& fn) {
     constexpr int kB = decltype(batch)::value;
     const unsigned long long policy = l2_policy(hint);
     const T* src = first_pass || !kResidual ? xr : sr;
     const int lo = first_pass ? first : own_lo, hi = first_pass ? last : own_hi;
-    const bool keep_l1 = hint == L2Hint::kKeep &&
-                         hi - lo <= rownorm::kL1KeepBytes / static_cast<int>(kVec * sizeof(T));
+    const bool keep_l1 = hint == L2Hint::kKeep && l1_kept(lo, hi);
     for (int v0 = lo + t; v0 < hi; v0 += kThreads * kB) {
       Pack<T, kVec> p[kB], q[kResidual ? kB : 1];
       rownorm::Params<P, kVec> sw[kParamsEarly && kHasW ? kB : 1];
@@ -551,7 +553,11 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
 
   // Pass 1: sum (LayerNorm) or sum of squares (RMSNorm) over what this CTA or team holds.
   // Streaming LayerNorm also keeps each thread's (count, mean, M2) by Welford's update, one
-  // vector at a time, so that the squared deviations need no second pass over memory. A streamed
+  // vector at a time, so that the squared deviations need no second pass over memory; except a
+  // CTA streaming a row alone whose share its first pass keeps in L1 (fp32, no residual), which
+  // reads it there a second time for the squared deviations from the CTA's mean, as held rows
+  // take them (H200, tools/bench.py's method, fp32 16384 x 4096: 128.2-128.3 -> 128.0 us, 8192 x
+  // 4096: 66.00 -> 65.94; Welford's per-vector update costs more than an L1 read). A streamed
   // cluster then combines those in one CTA reduction instead of two (rownorm::cta_moments; one
   // fp32 row of 2^20 on the H200: 14.7 -> 13.9 us). Held clusters do not take moments: with
   // them (Welford's or two passes over the registers) one row of 65536 took 2.43 -> 2.76-2.84 us.
@@ -560,6 +566,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // 16384x4096: 127.3 -> 158.8 us).
   constexpr bool kSplit = kCluster > 1 || kCoop;  // a row over several CTAs
   constexpr bool kCtaMoments = !kRms && kSplit && kStream;
+  // LayerNorm streams that may read an L1-kept row a second time instead of Welford's update.
+  constexpr bool kRereadable = !kRms && kStream && !kSplit && !kResidual && sizeof(T) == 4;
+  const bool reread = kRereadable && l1_kept(first, last);
   const rownorm::SumScale sc(width);  // LayerNorm's `part` is its values' sum times sc.scale
   float part = 0.f, squares = 0.f;
   rownorm::Welford own;
@@ -572,7 +581,9 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
 #pragma unroll
       for (int j = 0; j < kVec; ++j) squares = fmaf(f[j], f[j], squares);
     }
-    if constexpr (kStream && !kRms) own.add(f);
+    if constexpr (kStream && !kRms) {
+      if (!reread) own.add(f);
+    }
   };
   if constexpr (kStream) {
     stream_pass(rownorm::Batch<kIters>{}, true, kResidual ? L2Hint::kDrop : L2Hint::kKeep,
@@ -628,10 +639,17 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
           cnt > 0.f && !(kRms && kSplit) ? __fdiv_rn(s1, kRms ? cnt : cnt * sc.scale) : 0.f;
       if constexpr (!kRms) {
         // Pass 2 (LayerNorm): squared deviations from this CTA's (or team's) own mean: over the
-        // held values, or when streaming, each thread's M2 moved to that mean (the
-        // parallel-variance rule).
+        // held values or a stream's row re-read from L1, or when streaming otherwise, each
+        // thread's M2 moved to that mean (the parallel-variance rule).
         float dev = 0.f;
-        if constexpr (kStream) {
+        if (reread) {
+          stream_pass(rownorm::Batch<kIters>{}, true, L2Hint::kKeep,
+                      [&](int, const float(&f)[kVec], const auto&, const auto&) {
+#pragma unroll
+                        for (int j = 0; j < kVec; ++j)
+                          dev = fmaf(f[j] - local_mean, f[j] - local_mean, dev);
+                      });
+        } else if constexpr (kStream) {
           const float d = own.n > 0.f ? own.mean - local_mean : 0.f;
           dev = own.m2 + own.n * d * d;
         } else {
