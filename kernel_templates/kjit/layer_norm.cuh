@@ -5,11 +5,14 @@
 // medium ones, or a thread-block cluster of kCluster CTAs (one team each, sm_90) for long rows.
 // The team holds its row in registers (kIters vectors of kVec elements per thread): x is read
 // once and y written once. kStream: rows no cluster holds are read twice, once for the statistics
-// and once to normalize (from L2 when the row fits there).
+// and once to normalize (from L2 when the row fits there, from L1 where a CTA streams an fp32 row
+// of at most 16 KB alone; LayerNorm then reads such a row a third time, from L1, for its
+// deviations).
 //
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
 // deviations from its own mean); streaming, each thread keeps Welford's (count, mean, M2) in the
-// one statistics read instead (a streamed cluster's CTA then combines them in one reduction). A
+// one statistics read instead, except where the row is in L1 (a streamed cluster's CTA then
+// combines them in one reduction). A
 // streamed cluster's CTAs then send (count, sum, M2, mean) to one another through distributed
 // shared memory and combine them with the parallel-variance formula. A held cluster's CTAs send
 // their sums of values and squares instead, one CTA reduction and one exchange, and take a second
@@ -502,10 +505,14 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   // where it measured slower: with SiLU (128.5 -> 131.0 us) and bf16 (1 x 2^20: 9.8 -> 9.9).
   constexpr bool kParamsEarly = kStream && (kHasW || kHasB) && rownorm::is_none<Act>::value &&
                                 sizeof(T) == 4 && kIters % 2 == 0;
-  // A statistics pass (kKeep) whose run fits rownorm::kL1KeepBytes also keeps it in L1, so that
-  // the second pass reads it from there rather than from L2 (kL1KeepBytes).
+  // A statistics pass (kKeep) of an fp32 CTA streaming a row alone (no replicas) in 16-byte
+  // vectors, whose run fits rownorm::kL1KeepBytes, also keeps it in L1, so that the second pass
+  // reads it from there rather than from L2 (kL1KeepBytes). Measured there only: other streams
+  // (16-bit, clusters, cooperative rows, replicas) keep the plain policy.
+  constexpr bool kL1Keeps =
+      kStream && kCluster == 1 && !kCoop && kReplicas == 1 && sizeof(T) == 4 && kVec == 4;
   auto l1_kept = [](int lo, int hi) {
-    return hi - lo <= rownorm::kL1KeepBytes / static_cast<int>(kVec * sizeof(T));
+    return kL1Keeps && hi - lo <= rownorm::kL1KeepBytes / static_cast<int>(kVec * sizeof(T));
   };
   auto stream_pass = [&](auto batch, bool first_pass, L2Hint hint, auto&& fn) {
     constexpr int kB = decltype(batch)::value;
@@ -567,7 +574,7 @@ __global__ void __launch_bounds__(kThreads, rownorm::min_ctas<T>(kStream, kResid
   constexpr bool kSplit = kCluster > 1 || kCoop;  // a row over several CTAs
   constexpr bool kCtaMoments = !kRms && kSplit && kStream;
   // LayerNorm streams that may read an L1-kept row a second time instead of Welford's update.
-  constexpr bool kRereadable = !kRms && kStream && !kSplit && !kResidual && sizeof(T) == 4;
+  constexpr bool kRereadable = !kRms && kL1Keeps && !kResidual;
   const bool reread = kRereadable && l1_kept(first, last);
   const rownorm::SumScale sc(width);  // LayerNorm's `part` is its values' sum times sc.scale
   float part = 0.f, squares = 0.f;

@@ -219,8 +219,11 @@ TEST_CASE("layer_norm heuristic: the regimes of the transformer shapes") {
     if (t == DType::F32) {  // LayerNorm streams 256 x 4; RMSNorm 512 x 2 where the row fills it
       CHECK((medium.threads == 256 && medium.iters == 4));
       auto rms = [&](int64_t rows, int64_t width) {
-        return kjit::ops::layer_norm_heuristic(LayerNormProblem::rms_norm(rows, width, t),
-                                               kjit::Target::for_cc(90), true);
+        const LayerNormProblem p = LayerNormProblem::rms_norm(rows, width, t);
+        const LayerNormConfig c =
+            kjit::ops::layer_norm_heuristic(p, kjit::Target::for_cc(90), true);
+        check_config(p, c, 90, true);
+        return c;
       };
       CHECK((rms(16384, 4096).threads == 512 && rms(16384, 4096).iters == 2));
       CHECK((rms(16384, 4096).stream && rms(8192, 4096).threads == 512));

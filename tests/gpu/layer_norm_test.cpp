@@ -46,7 +46,6 @@ struct Case {
   float x_mean = 1.5f, x_std = 2.f;  // an offset mean tests the variance's cancellation; std 0:
                                      // every element x_mean (it must be exact in the dtype)
   std::optional<LayerNormConfig> config;
-  bool autotune = false;  // LayerNormOptions::autotune
 };
 
 // A tensor in a buffer with 16 guard bytes before it (plus the offset) and 16 after, all 0xFF
@@ -153,7 +152,6 @@ Result run_case(const Case& cs, CUstream stream, uint64_t seed) {
   kjit::ops::LayerNormOptions opt;
   opt.eps = cs.eps;
   opt.config = cs.config;
-  opt.autotune = cs.autotune;
   // Unused pointers are ignored: give them garbage that would fail every check.
   void* junk = reinterpret_cast<void*>(uintptr_t{3});
   kjit::ops::layer_norm(rt, p, gx.ptr(), p.residual ? gr.ptr() : junk, y->ptr(),
@@ -991,24 +989,32 @@ TEST_CASE("layer_norm: cooperative rows, held and streamed, NaN, inf, in place a
   CHECK(coop == static_cast<int>(cases.size()));  // every case ran a cooperative config
 }
 
-// Few, small cases of every LayerNorm kernel family (warp teams, CTA rows, streams, held and
-// streamed clusters with replicas, held and streamed cooperative rows): sized for
-// tools/sanitize.sh, whose tools run kernels 10-100x slower.
+// Few, small cases of every LayerNorm kernel family (warp teams, a CTA per row, single-CTA
+// streams with and without a residual (the latter keeps its row in L1 and LayerNorm re-reads it),
+// held clusters with replicas and streamed clusters on sm_90, held and streamed cooperative rows
+// on sm_70 and newer): sized for tools/sanitize.sh, whose tools run kernels 10-100x slower.
 TEST_CASE("layer_norm: one small case per kernel family") {
   kjit::Stream stream(runtime());
-  const bool coop_ok = runtime().props().cc() >= 70;
+  const int cc = runtime().props().cc();
   std::vector<Case> cases;
   for (DType t : {DType::F32, DType::BF16})
     for (NormKind k : {NormKind::LayerNorm, NormKind::RMSNorm}) {
-      cases.push_back(plain(k, 5, 768, t));    // a warp team per row
-      cases.push_back(plain(k, 3, 8192, t));   // a CTA per row
-      cases.push_back(plain(k, 1, 65536, t));  // a held cluster with replicas (sm_90)
-      Case streamed = plain(k, 2, 4096, t);
-      streamed.config =
-          LayerNormConfig{256, 256, 16 / static_cast<int>(kjit::dtype_size(t)), 4, 1, true};
-      streamed.p.residual = true;
-      cases.push_back(streamed);
-      if (!coop_ok) continue;
+      const int vec = 16 / static_cast<int>(kjit::dtype_size(t));
+      cases.push_back(plain(k, 5, 768, t));     // a warp team per row
+      cases.push_back(plain(k, 300, 8192, t));  // a CTA per row (enough rows for every SM)
+      for (bool residual : {false, true}) {     // a single-CTA stream, forced
+        Case c = plain(k, 2, 4096, t);
+        c.config = LayerNormConfig{256, 256, vec, 4, 1, true};
+        c.p.residual = residual;
+        cases.push_back(c);
+      }
+      if (cc >= 90) {
+        cases.push_back(plain(k, 1, 65536, t));  // a held cluster with replicas
+        Case c = plain(k, 2, 16384, t);          // a streamed cluster of 4, forced
+        c.config = LayerNormConfig{256, 256, vec, 2, 4, true};
+        cases.push_back(c);
+      }
+      if (cc < 70) continue;
       cases.push_back(plain(k, 1, 1 << 19, t));  // rule 6: a CTA per SM
       for (bool stream_it : {false, true}) {
         Case c = plain(k, 2, 3000, t);
@@ -1024,7 +1030,10 @@ TEST_CASE("layer_norm: one small case per kernel family") {
 }
 
 // Autotuning rows that take cooperative candidates times them with workspaces of its own (its
-// timing runs on a stream of its own), keeps one, and the call then runs it against float64.
+// timing runs on a stream of its own), and keeps one. On a fresh disk cache, so that the
+// candidates are timed here, not recalled; a second runtime then recalls the stored choice
+// (stored only when no candidate failed in a way that may pass, such as a CUDA error), and the
+// choice, pinned, is checked against float64.
 TEST_CASE("layer_norm: autotuning a long row times its cooperative candidates and runs one") {
   if (runtime().props().cc() < 70) return;
   kjit::Stream stream(runtime());
@@ -1036,14 +1045,25 @@ TEST_CASE("layer_norm: autotuning a long row times its cooperative candidates an
     const auto cands = kjit::ops::layer_norm_candidates(c.p, target, true);
     CHECK(std::count_if(cands.begin(), cands.end(),
                         [](const LayerNormConfig& f) { return f.coop > 1; }) >= 3);
-    c.autotune = true;
+    kjit_test::TempDir dir;
+    kjit::RuntimeOptions o;
+    o.cache.dir = dir.path;
     kjit::ops::LayerNormOptions opt;
     opt.autotune = true;
-    const LayerNormConfig tuned = kjit::ops::prepare_layer_norm(runtime(), c.p, opt);
+    kjit::Runtime tuning(o);
+    const LayerNormConfig tuned = kjit::ops::prepare_layer_norm(tuning, c.p, opt);
+    const uint64_t tuning_loaded = tuning.stats().kernels_loaded;
+    kjit::Runtime recalling(o);
+    const LayerNormConfig recalled = kjit::ops::prepare_layer_norm(recalling, c.p, opt);
+    CHECK(recalled == tuned);
+    CHECK(recalling.stats().kernels_loaded <= 3);  // the choice, its fallback, its in-place twin
+    CHECK(tuning_loaded > recalling.stats().kernels_loaded);
     CHECK(std::any_of(cands.begin(), cands.end(),
                       [&](const LayerNormConfig& f) { return f == tuned; }));
     MESSAGE(c.p.describe() << ": tuned " << tuned.describe() << " of " << cands.size()
-                           << " candidates (heuristic " << cands[0].describe() << ")");
+                           << " candidates, loading " << tuning_loaded << " kernels (heuristic "
+                           << cands[0].describe() << ")");
+    c.config = tuned;
     check_result(c, run_case(c, stream, kjit_test::seed() + 9500 + i++));
   }
 }

@@ -257,9 +257,9 @@ void validate_config(const LayerNormProblem& p, const LayerNormConfig& c, int cc
 //     132.7 us, LayerNorm 131.2 against 132.1; 4352 x 16384 LayerNorm: 154.9 against 172.9).
 //     Not with a residual: its stream (two more tensors, 284 us) was never timed against holding.
 //     RMSNorm rows whose vectors fill 512 threads x 2 exactly (fp32 4096) stream on those
-//     (torch's harness, H200, 16384 x 4096: 126.7 us against 127.6 on 256 x 4; 8192 x 4096: 65.0
-//     against 65.4); LayerNorm's two CTA reductions are exposed there (127.9 -> 140.7), and
-//     rows of 3200 leave threads idle (RMSNorm 103.5 against 100.0).
+//     (tools/bench.py's method, H200, 16384 x 4096: 126.7 us against 127.6 on 256 x 4; 8192 x
+//     4096: 65.0 against 65.4); LayerNorm's two CTA reductions are exposed there (127.9 ->
+//     140.7), and rows of 3200 leave threads idle (RMSNorm 103.5 against 100.0).
 //  4. Rows no cluster holds (or any that needs more than one CTA before sm_90) stream: 512
 //     threads, 4 loads in flight each, clusters spreading few rows on sm_90.
 //  5. CTA teams (rules 2-4) whose grid leaves half the SMs idle or more: replicas, doubled while
