@@ -12,13 +12,12 @@
 // Statistics in fp32. LayerNorm is two-pass over what a CTA holds (its sum, then the squared
 // deviations from its own mean); streaming, each thread keeps Welford's (count, mean, M2) in the
 // one statistics read instead, except where the row is in L1 (a streamed cluster's CTA then
-// combines them in one reduction). A
-// streamed cluster's CTAs then send (count, sum, M2, mean) to one another through distributed
-// shared memory and combine them with the parallel-variance formula. A held cluster's CTAs send
-// their sums of values and squares instead, one CTA reduction and one exchange, and take a second
-// of each about the row's mean only where Q - S mean would lose over 3 bits of M2. RMSNorm sums
-// squares. NaN and inf propagate as in PyTorch: a NaN in a row, or an inf (whose deviation is
-// inf - inf), makes the row's statistics NaN.
+// combines them in one reduction). A streamed cluster's CTAs then send (count, sum, M2, mean) to
+// one another through distributed shared memory and combine them with the parallel-variance
+// formula. A held cluster's CTAs send their sums of values and squares instead, one CTA reduction
+// and one exchange, and take a second of each about the row's mean only where Q - S mean would lose
+// over 3 bits of M2. RMSNorm sums squares. NaN and inf propagate as in PyTorch: a NaN in a row, or
+// an inf (whose deviation is inf - inf), makes the row's statistics NaN.
 #pragma once
 
 #include "kjit/activation.cuh"
