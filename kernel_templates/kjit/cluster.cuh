@@ -122,15 +122,29 @@ __forceinline__ void inbox_wait(unsigned long long* bar) {
 #endif
 }
 
-// Writes v to `slot` in CTA `rank` and counts its 16 bytes on that CTA's inbox `bar` (both are
-// this CTA's addresses of the same variables). Before sm_90 (no clusters: rank 0 is this CTA) a
-// plain store, as inbox_expect and inbox_wait are no-ops there.
+// Writes v to `slot` in CTA `rank` and counts its bytes (8 or 16) on that CTA's inbox `bar` (both
+// are this CTA's addresses of the same variables). Before sm_90 (no clusters: rank 0 is this CTA)
+// a plain store, as inbox_expect and inbox_wait are no-ops there.
 __forceinline__ void inbox_send(float4* slot, unsigned long long* bar, unsigned rank, float4 v) {
 #if __CUDA_ARCH__ >= 900
   asm volatile(
       "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
       "[%5];" ::"r"(cluster_map(slot, rank)),
       "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(cluster_map(bar, rank))
+      : "memory");
+#else
+  (void)bar;
+  (void)rank;
+  *slot = v;
+#endif
+}
+
+__forceinline__ void inbox_send(float2* slot, unsigned long long* bar, unsigned rank, float2 v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
+          cluster_map(slot, rank)),
+      "f"(v.x), "f"(v.y), "r"(cluster_map(bar, rank))
       : "memory");
 #else
   (void)bar;
