@@ -82,11 +82,11 @@ run() {
   # racecheck ends with its own line ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0
   # warnings)"), the other tools with "ERROR SUMMARY: 0 errors".
   summary=$(grep -Eo '(ERROR|RACECHECK) SUMMARY: .*' "$log" | tail -n 1 || true)
-  # kjit learns a kernel's parameter count by asking cuFuncGetParamInfo for each index until the
-  # driver answers CUDA_ERROR_INVALID_VALUE (the CUDA 13.0 driver API has no count query): memcheck
-  # reports that last, expected answer of every kernel load as an API error. A run whose errors are
-  # all such answers is clean. (Should the sanitizer print fewer reports than its summary counts,
-  # the run fails: the safe side.)
+  # Where the driver has no cuFuncGetParamCount (13.0 has none), kjit learns a kernel's parameter
+  # count by asking cuFuncGetParamInfo for each index until the driver answers
+  # CUDA_ERROR_INVALID_VALUE: memcheck reports that last, expected answer of every kernel load as
+  # an API error. A run whose errors are all such answers is clean. (Should the sanitizer print
+  # fewer reports than its summary counts, the run fails: the safe side.)
   local probes
   probes=$(grep -c 'CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuFuncGetParamInfo' "$log" || true)
   if [[ $probes -gt 0 && $summary =~ ^ERROR\ SUMMARY:\ ([0-9]+)\ errors?$ &&

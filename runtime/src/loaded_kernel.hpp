@@ -18,9 +18,9 @@ struct LoadedKernel {
   std::string instantiation, lowered_name;
   int num_regs = 0, max_threads = 0;
   int static_smem = 0;
-  // The byte size of each kernel parameter (cuFuncGetParamInfo, read once at load), which the
-  // typed Kernel::operator() compares with its arguments. params_known is false on a driver
-  // older than 12.4, which cannot say: the check is skipped there.
+  // The byte size of each kernel parameter (read_param_sizes, once at load), which the typed
+  // Kernel::operator() compares with its arguments. params_known is false on a driver older
+  // than 12.4, which cannot say: the check is skipped there.
   std::vector<size_t> param_sizes;
   bool params_known = false;
   // Raised lazily by launch(). Launches read them lock-free (acquire); a raise takes limit_mu, so

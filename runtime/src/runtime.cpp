@@ -13,6 +13,7 @@
 #include "kjit/error.hpp"
 #include "kjit/record.hpp"
 #include "loaded_kernel.hpp"
+#include "param_sizes.hpp"
 
 namespace kjit {
 namespace {
@@ -149,43 +150,6 @@ Slot& Runtime::Impl::slot(const std::string& key) {
   return *p;
 }
 
-namespace {
-
-// cuFuncGetParamInfo (CUDA 12.4 drivers and newer), or null where the driver lacks it. Typed
-// here rather than with cudaTypedefs.h's PFN_cuFuncGetParamInfo_v12040, which toolkits before
-// 12.4 lack (kjit builds with any CUDA 12 toolkit).
-using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
-ParamInfoFn param_info_fn() {
-  static const ParamInfoFn fn = []() -> ParamInfoFn {
-    try {
-      return reinterpret_cast<ParamInfoFn>(kjit::driver_proc("cuFuncGetParamInfo", 12040));
-    } catch (const Error&) {
-      return nullptr;
-    }
-  }();
-  return fn;
-}
-
-// Every parameter's size, asked index by index until the driver says there is no such index.
-void read_param_sizes(detail::LoadedKernel* k) {
-  const ParamInfoFn info = param_info_fn();
-  if (!info) return;
-  constexpr size_t kMaxParams = 1024;  // 4 KB of parameters at one byte each, at most
-  for (size_t i = 0; i < kMaxParams; ++i) {
-    size_t offset = 0, size = 0;
-    const CUresult r = info(k->fn, i, &offset, &size);
-    if (r == CUDA_ERROR_INVALID_VALUE) {
-      k->params_known = true;
-      return;
-    }
-    if (r != CUDA_SUCCESS) break;  // the driver cannot say: leave the check off
-    k->param_sizes.push_back(size);
-  }
-  k->param_sizes.clear();
-}
-
-}  // namespace
-
 void Runtime::Impl::load(Slot& s, const Spec& spec) {
   CompiledKernel ck = compiler->get(spec, arch);
   detail::ContextGuard guard(ctx);
@@ -224,7 +188,11 @@ void Runtime::Impl::load(Slot& s, const Spec& spec) {
     }
   }
   k.smem_limit.store(static_cast<unsigned>(max_dynamic_smem), std::memory_order_release);
-  read_param_sizes(&k);
+  if (auto sizes = detail::read_param_sizes(k.fn, detail::driver_param_count_fn(),
+                                            detail::driver_param_info_fn())) {
+    k.param_sizes = std::move(*sizes);
+    k.params_known = true;
+  }
   loaded.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -1,0 +1,66 @@
+#include "param_sizes.hpp"
+
+#include "cuda_driver.hpp"
+#include "kjit/error.hpp"
+
+namespace kjit::detail {
+
+namespace {
+
+std::optional<std::vector<size_t>> counted(CUfunction fn, size_t n, ParamInfoFn info) {
+  std::vector<size_t> sizes;
+  sizes.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t offset = 0, size = 0;
+    if (info(fn, i, &offset, &size) != CUDA_SUCCESS) return std::nullopt;
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
+std::optional<std::vector<size_t>> probed(CUfunction fn, ParamInfoFn info) {
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < kMaxKernelParams; ++i) {
+    size_t offset = 0, size = 0;
+    const CUresult r = info(fn, i, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) return sizes;
+    if (r != CUDA_SUCCESS) return std::nullopt;  // the driver cannot say: leave the check off
+    sizes.push_back(size);
+  }
+  return std::nullopt;  // no end in sight: not an answer to trust
+}
+
+// A driver entry point, or null where the driver lacks it at `version`.
+void* entry_or_null(const char* name, int version) {
+  try {
+    return driver_proc(name, version);
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+std::optional<std::vector<size_t>> read_param_sizes(CUfunction fn, ParamCountFn count,
+                                                    ParamInfoFn info) {
+  if (!info) return std::nullopt;
+  size_t n = 0;
+  if (count && count(fn, &n) == CUDA_SUCCESS && n <= kMaxKernelParams) return counted(fn, n, info);
+  return probed(fn, info);
+}
+
+ParamCountFn driver_param_count_fn() {
+  // Asked at the driver's own version: the first CUDA release with the entry point is later than
+  // the headers kjit builds with, and a driver that has it answers for any version from then on.
+  static const ParamCountFn fn =
+      reinterpret_cast<ParamCountFn>(entry_or_null("cuFuncGetParamCount", driver().version));
+  return fn;
+}
+
+ParamInfoFn driver_param_info_fn() {
+  static const ParamInfoFn fn =
+      reinterpret_cast<ParamInfoFn>(entry_or_null("cuFuncGetParamInfo", 12040));
+  return fn;
+}
+
+}  // namespace kjit::detail

@@ -1,0 +1,32 @@
+// The byte size of each parameter of a loaded kernel, as the driver reports it: what the typed
+// Kernel::operator() compares its arguments with.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace kjit::detail {
+
+// cuFuncGetParamCount (drivers newer than CUDA 13.0) and cuFuncGetParamInfo (12.4 and newer),
+// typed here: the toolkits kjit builds with may lack either's declaration.
+using ParamCountFn = CUresult (*)(CUfunction, size_t*);
+using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+
+// More parameters than any kernel can take (4 KB of parameter space at one byte each).
+inline constexpr size_t kMaxKernelParams = 1024;
+
+// fn's parameter sizes, or nullopt where the driver cannot say (no `info`, or it fails). With a
+// count query the sizes are read index by index up to the count; without one (or where it fails)
+// they are read until the driver answers CUDA_ERROR_INVALID_VALUE for an index past the last,
+// which tools such as compute-sanitizer's memcheck report as an API error at every load.
+std::optional<std::vector<size_t>> read_param_sizes(CUfunction fn, ParamCountFn count,
+                                                    ParamInfoFn info);
+
+// The driver's own entry points, resolved once (null where it lacks one).
+ParamCountFn driver_param_count_fn();
+ParamInfoFn driver_param_info_fn();
+
+}  // namespace kjit::detail
