@@ -20,7 +20,7 @@ std::optional<std::vector<size_t>> counted(CUfunction fn, size_t n, ParamInfoFn 
 
 std::optional<std::vector<size_t>> probed(CUfunction fn, ParamInfoFn info) {
   std::vector<size_t> sizes;
-  for (size_t i = 0; i < kMaxKernelParams; ++i) {
+  for (size_t i = 0; i <= kMaxKernelParams; ++i) {  // index kMaxKernelParams must be past the end
     size_t offset = 0, size = 0;
     const CUresult r = info(fn, i, &offset, &size);
     if (r == CUDA_ERROR_INVALID_VALUE) return sizes;
@@ -50,10 +50,11 @@ std::optional<std::vector<size_t>> read_param_sizes(CUfunction fn, ParamCountFn 
 }
 
 ParamCountFn driver_param_count_fn() {
-  // Asked at the driver's own version: the first CUDA release with the entry point is later than
-  // the headers kjit builds with, and a driver that has it answers for any version from then on.
+  // Asked at the version whose documentation gives the signature typed above (13.4): a driver
+  // that has the entry point answers with that variant, and one that later re-versions it (a
+  // _v2 with other parameters) still gives this one; a driver without it gives none.
   static const ParamCountFn fn =
-      reinterpret_cast<ParamCountFn>(entry_or_null("cuFuncGetParamCount", driver().version));
+      reinterpret_cast<ParamCountFn>(entry_or_null("cuFuncGetParamCount", 13040));
   return fn;
 }
 

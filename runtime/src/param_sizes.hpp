@@ -10,13 +10,14 @@
 
 namespace kjit::detail {
 
-// cuFuncGetParamCount (drivers newer than CUDA 13.0) and cuFuncGetParamInfo (12.4 and newer),
-// typed here: the toolkits kjit builds with may lack either's declaration.
+// cuFuncGetParamCount (documented by CUDA 13.4; the 13.0 driver lacks it) and cuFuncGetParamInfo
+// (12.4 and newer), typed here: the toolkits kjit builds with may lack either's declaration.
 using ParamCountFn = CUresult (*)(CUfunction, size_t*);
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
 
-// More parameters than any kernel can take (4 KB of parameter space at one byte each).
-inline constexpr size_t kMaxKernelParams = 1024;
+// The most parameters a kernel can take: 32764 bytes of parameter space (CUDA 12.1 and newer,
+// Volta and newer) at one byte each.
+inline constexpr size_t kMaxKernelParams = 32764;
 
 // fn's parameter sizes, or nullopt where the driver cannot say (no `info`, or it fails). With a
 // count query the sizes are read index by index up to the count; without one (or where it fails)

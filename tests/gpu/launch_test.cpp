@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../runtime/src/param_sizes.hpp"
 #include "gpu_env.hpp"
 #include "kjit/host_math.hpp"
 #include "test_util.hpp"
@@ -478,4 +479,24 @@ TEST_CASE("typed launches are checked against the kernel's parameters") {
   kjit::Stream stream(rt);
   k(stream.get(), cfg, x, y, 0);
   stream.synchronize();
+}
+
+// Where the driver has cuFuncGetParamCount, kjit reads the sizes up to that count instead of
+// probing past the last parameter: both must give the same sizes for a loaded kernel. (The CUDA
+// 13.0 driver has no count query: there this compares nothing and says so.)
+TEST_CASE("parameter sizes: the driver's count query agrees with the probe") {
+  const kjit::detail::ParamCountFn count = kjit::detail::driver_param_count_fn();
+  const kjit::detail::ParamInfoFn info = kjit::detail::driver_param_info_fn();
+  if (!count || !info) {
+    MESSAGE("the driver has no cuFuncGetParamCount (or no cuFuncGetParamInfo): nothing to compare");
+    return;
+  }
+  auto& rt = runtime();
+  const kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 3, false));
+  const auto counted = kjit::detail::read_param_sizes(k.function(), count, info);
+  const auto probed = kjit::detail::read_param_sizes(k.function(), nullptr, info);
+  REQUIRE(counted.has_value());
+  REQUIRE(probed.has_value());
+  CHECK(*counted == *probed);
+  CHECK(*counted == std::vector<size_t>{sizeof(float*), sizeof(float*), sizeof(int)});
 }
