@@ -82,9 +82,9 @@ __forceinline__ void cluster_store(float* local, unsigned rank, float v) {
 #endif
 }
 
-// One-sided messages between the CTAs of a cluster: a sender's st.async writes 16 bytes into the
-// receiver's shared memory and counts them on the receiver's mbarrier, which completes its phase
-// once every expected byte has landed. Unlike a cluster barrier, nobody waits for a peer to
+// One-sided messages between the CTAs of a cluster: a sender's st.async writes 8 or 16 bytes into
+// the receiver's shared memory and counts them on the receiver's mbarrier, which completes its
+// phase once every expected byte has landed. Unlike a cluster barrier, nobody waits for a peer to
 // arrive, and no CTA needs to outlive its peers' reads: the receiver waits for what it receives.
 //
 // Protocol, one inbox (and its slots) per exchange, each used once per launch (phase 0): one

@@ -476,6 +476,49 @@ TEST_CASE("layer_norm: streamed, held and clustered statistics far from zero, Na
     check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9500 + i));
 }
 
+// A held cluster whose sums lose over 3 bits writes its share, then takes the exact pass and
+// writes it again from the values it still holds in registers: in place (y over x, or the sum over
+// x or the residual) the first write has already replaced the inputs, so a pass that re-read them
+// would normalize its own output. Rows of mean 3 and 30 (std 1) take the exact pass (the rule's
+// edge, and 10 bits lost: in fp32 a missing second write is far past the 1e-5 check; bf16 runs the
+// same code within its own 1e-2), with and without replicas in the config (a call in place runs
+// it without them), on a cluster of 16 and one of 4.
+TEST_CASE("layer_norm: held clusters in place take the exact pass from their registers") {
+  if (runtime().props().cc() < 90) {
+    MESSAGE("thread-block clusters need sm_90: nothing to run");
+    return;
+  }
+  kjit::Stream stream(runtime());
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::BF16}) {
+    const int vec = t == DType::F32 ? 4 : 8;
+    // {config, width}: each CTA holds threads x iters x vec values.
+    const std::vector<std::pair<LayerNormConfig, int64_t>> held = {
+        {{256, 256, vec, 4, 16, false}, 16 * 256 * 4 * vec},
+        {{256, 256, vec, 4, 16, false, 4}, 16 * 256 * 4 * vec},
+        {{256, 256, vec, 2, 4, false}, 4 * 256 * 2 * vec}};
+    for (const auto& [config, width] : held)
+      for (float mean : {3.f, 30.f}) {
+        Case c = plain(NormKind::LayerNorm, 3, width, t);
+        c.config = config;
+        c.x_mean = mean;
+        c.x_std = 1.f;
+        c.y_on_x = true;
+        cases.push_back(c);
+        c.p.residual = true;
+        for (const auto& [y_on_x, sum_on] :
+             {std::pair{false, 1}, std::pair{false, 2}, std::pair{true, 2}}) {
+          c.y_on_x = y_on_x;
+          c.sum_on = sum_on;
+          cases.push_back(c);
+        }
+      }
+  }
+  preload(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    check_result(cases[i], run_case(cases[i], stream, kjit_test::seed() + 9700 + i));
+}
+
 // 16-bit held clusters take their row's sums too. fp16 rows of mean 1000 and std 1 would lose 20
 // of M2's 24 bits to Q - S mean, far past the 1e-2 check: only the exact pass (past 3 bits)
 // passes them. (bf16 cannot hold such rows: its 8 bits leave at most ~16 bits to lose, within
