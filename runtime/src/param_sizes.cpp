@@ -1,5 +1,7 @@
 #include "param_sizes.hpp"
 
+#include <algorithm>
+
 #include "cuda_driver.hpp"
 #include "kjit/error.hpp"
 
@@ -30,10 +32,11 @@ std::optional<std::vector<size_t>> probed(CUfunction fn, ParamInfoFn info) {
   return std::nullopt;  // no end in sight: not an answer to trust
 }
 
-// A driver entry point, or null where the driver lacks it at `version`.
+// A driver entry point at `version`, or null where the driver lacks it. Never asked above the
+// driver's own version: what an older driver answers for a newer one is not documented.
 void* entry_or_null(const char* name, int version) {
   try {
-    return driver_proc(name, version);
+    return driver_proc(name, std::min(version, driver().version));
   } catch (const Error&) {
     return nullptr;
   }
@@ -50,9 +53,9 @@ std::optional<std::vector<size_t>> read_param_sizes(CUfunction fn, ParamCountFn 
 }
 
 ParamCountFn driver_param_count_fn() {
-  // Asked at the version whose documentation gives the signature typed above (13.4): a driver
-  // that has the entry point answers with that variant, and one that later re-versions it (a
-  // _v2 with other parameters) still gives this one; a driver without it gives none.
+  // Asked at the version whose documentation gives the signature typed above (13.4), or the
+  // driver's own if older: a driver that has the entry point answers with that variant, and one
+  // that later re-versions it (a _v2 with other parameters) still gives this one.
   static const ParamCountFn fn =
       reinterpret_cast<ParamCountFn>(entry_or_null("cuFuncGetParamCount", 13040));
   return fn;
