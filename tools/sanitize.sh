@@ -40,8 +40,8 @@ mkdir -p "$logs"
 # (one-pass, cluster, cooperative, pipelined, two-kernel split; programmatic dependent launch),
 # Linear-GN-min over its edge problems, LayerNorm and RMSNorm in every kernel family (warp teams,
 # a CTA per row, single-CTA streams, held and streamed clusters, cooperative rows through
-# global-memory barriers), and a thread with no current context. doctest splits the filter at commas, so names that contain one
-# are matched with '*'.
+# global-memory barriers), and a thread with no current context. doctest splits the filter at
+# commas, so names that contain one are matched with '*'.
 default_cases=(
   'device properties are read'
   'compile* load and launch a template*'

@@ -336,9 +336,9 @@ static LayerNormConfig layout(const LayerNormProblem& p, const Target& t, bool a
       if (streams_instead(p, t, *held)) {  // rule 3: the same threads, streaming
         held->iters = kStreamIters;
         held->stream = true;
-        if (p.kind == NormKind::RMSNorm && nv % (2 * kStreamThreads) == 0) {
+        if (p.kind == NormKind::RMSNorm && nv == 2 * kStreamThreads) {  // 512 x 2, exactly
           held->threads = held->team = kStreamThreads;
-          held->iters = static_cast<int>(nv / kStreamThreads);
+          held->iters = 2;
         }
       }
       return *held;
