@@ -1,0 +1,28 @@
+// What the fake driver (fake_cuda.cpp) reads from a cubin that kjit hands to cuModuleLoadData:
+// the image's size, and for each kernel its parameters' sizes and its static shared memory, from
+// the same ELF sections the real driver reads them from (.nv.info.<kernel>, .nv.shared.<kernel>).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kjit_fake {
+
+struct KernelInfo {
+  std::vector<size_t> param_offsets, param_sizes;  // by ordinal
+  size_t static_smem = 0;
+};
+
+struct CubinInfo {
+  size_t image_bytes = 0;
+  std::map<std::string, KernelInfo> kernels;  // by symbol name
+};
+
+// The cubin at `image` (an ELF64 file; its size is read from its own headers), or nullopt with
+// *why when it is no well-formed cubin.
+std::optional<CubinInfo> read_cubin(const void* image, std::string* why);
+
+}  // namespace kjit_fake
