@@ -32,12 +32,12 @@ size_t dtype_size(DType t) {
   return t == DType::F32 ? 4 : 2;
 }
 
-DType parse_dtype(const std::string& s) {
+DType parse_dtype(std::string_view s) {
   if (s == "f32" || s == "fp32" || s == "float32" || s == "float") return DType::F32;
   if (s == "f16" || s == "fp16" || s == "float16" || s == "half") return DType::F16;
   if (s == "bf16" || s == "bfloat16") return DType::BF16;
   throw Error(Errc::InvalidArgument,
-              "unknown dtype '" + s +
+              "unknown dtype '" + std::string(s) +
                   "': expected one of f32, f16, bf16 (or fp32/float32/float, "
                   "fp16/float16/half, bfloat16)");
 }

@@ -2,7 +2,10 @@
 // parsing the message; the op-support checks a host app's op uses give the same errors.
 #include <doctest/doctest.h>
 
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <random>
 
 #include "kjit/op/checks.hpp"
 #include "kjit/op/target.hpp"
@@ -102,4 +105,44 @@ TEST_CASE("Target: archs as NVRTC names them, and plain compute capabilities") {
   CHECK_THROWS_AS(kjit::Target::for_arch("sm_90", 0), kjit::Error);
   CHECK(kjit::Target::for_cc(60).arch == "sm_60");  // configs need no NVRTC support
   CHECK_THROWS_AS(kjit::Target::for_cc(5), kjit::Error);
+}
+
+// The inline fast paths may only pass what the rules pass (they send the rest to the rules).
+TEST_CASE("op-support checks: what the inline fast paths pass, the rules pass") {
+  using kjit::op::clearly_disjoint;
+  using kjit::op::overlap_problem;
+  std::mt19937_64 rng(42);
+  const uintptr_t top = UINTPTR_MAX;
+  const uintptr_t edges[] = {0, 1, 2, 3, 4, 15, 16, 4096, top / 2, top - 64, top - 1, top};
+  auto pick = [&]() -> uintptr_t {
+    const uintptr_t e = edges[rng() % (sizeof(edges) / sizeof(edges[0]))];
+    switch (rng() % 3) {
+      case 0:
+        return e;
+      case 1:
+        return e + rng() % 64;  // wraps near the top: the rules must still decide
+      default:
+        return rng();
+    }
+  };
+  int fast = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const auto* a = reinterpret_cast<const void*>(pick());
+    const auto* b = reinterpret_cast<const void*>(pick());
+    const size_t na = pick() % 8 == 0 ? pick() : rng() % 256, nb = rng() % 256;
+    if (clearly_disjoint(a, na, b, nb)) {
+      ++fast;
+      CHECK(overlap_problem("a", a, na, "b", b, nb, false).empty());
+    }
+    const size_t elem = rng() % 9;
+    if (kjit::op::clearly_ok_pointer(a, elem))
+      CHECK(kjit::op::pointer_problem("p", a, elem).empty());
+  }
+  CHECK(fast > 1000);  // the fast path did pass cases
+  const float eps[] = {0.f, -0.f, 1e-5f, 1e30f, FLT_MAX, INFINITY, -INFINITY, NAN, -1e-5f, 1e-45f};
+  for (float e : eps) CHECK(kjit::op::clearly_ok_eps(e) == kjit::op::eps_problem(e).empty());
+  // The ends of the address space go to the rules: a range ending exactly at 2^64 is fine there.
+  CHECK_FALSE(clearly_disjoint(reinterpret_cast<const void*>(top - 15), 16, nullptr, 1));
+  CHECK(overlap_problem("a", reinterpret_cast<const void*>(top - 15), 16, "b", nullptr, 1, false)
+            .empty());
 }

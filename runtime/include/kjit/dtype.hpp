@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace kjit {
 
@@ -13,7 +14,7 @@ const char* dtype_cxx(DType t);
 // Short name for tools and manifests ("f32", "f16", "bf16").
 const char* dtype_name(DType t);
 // Parse "f32|fp32|float32|float", "f16|fp16|half|float16", "bf16|bfloat16"; throws InvalidArgument.
-DType parse_dtype(const std::string& s);
+DType parse_dtype(std::string_view s);
 size_t dtype_size(DType t);
 
 }  // namespace kjit

@@ -102,12 +102,18 @@ const char* norm_kind_name(NormKind k) {
   return k == NormKind::RMSNorm ? "rms_norm" : "layer_norm";
 }
 
-NormKind parse_norm_kind(const std::string& s) {
-  std::string low;
-  for (char ch : s) low += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (low == "layer_norm" || low == "layernorm") return NormKind::LayerNorm;
-  if (low == "rms_norm" || low == "rmsnorm") return NormKind::RMSNorm;
-  throw Error::invalid("kind", "norm kind '" + s + "' must be layer_norm or rms_norm");
+// Case-insensitive, without building a lowered copy: the C ABI reads the kind on every call.
+static bool same_name(std::string_view s, std::string_view lower) {
+  if (s.size() != lower.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != lower[i]) return false;
+  return true;
+}
+
+NormKind parse_norm_kind(std::string_view s) {
+  if (same_name(s, "layer_norm") || same_name(s, "layernorm")) return NormKind::LayerNorm;
+  if (same_name(s, "rms_norm") || same_name(s, "rmsnorm")) return NormKind::RMSNorm;
+  throw Error::invalid("kind", "norm kind '" + std::string(s) + "' must be layer_norm or rms_norm");
 }
 
 LayerNormProblem LayerNormProblem::layer_norm(int64_t rows, int64_t width, DType dtype) {
@@ -188,10 +194,13 @@ void validate(const LayerNormProblem& p) {
     bad(p, "param_dtype",
         "param_dtype = " + std::to_string(static_cast<int>(p.param_dtype)) + " must be dtype (" +
             dtype_name(p.dtype) + ") or F32");
-  if (activation_text(p.activation).rfind("activation=", 0) == 0)  // outside the enum
+  try {
+    activation_name(p.activation);  // throws only for a value outside the enum
+  } catch (const Error&) {
     bad(p, "activation",
         "activation = " + std::to_string(static_cast<int>(p.activation)) +
             " is not a kjit::Activation");
+  }
   if (p.kind == NormKind::RMSNorm && p.has_bias)
     bad(p, "has_bias", "RMSNorm has no bias (F.rms_norm takes a weight only)");
   if (p.rows < 0) bad(p, "rows", "rows = " + std::to_string(p.rows) + " must be >= 0");

@@ -5,6 +5,8 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "kjit/error.hpp"
@@ -24,6 +26,22 @@ std::string eps_problem(float eps);
 std::string overlap_problem(const char* field_a, const void* a, size_t bytes_a, const char* field_b,
                             const void* b, size_t bytes_b, bool same_ok);
 
+// Values that keep the rules above for certain, tested inline: a passing call (the hot path)
+// makes no call and builds no string. Anything else goes to the *_problem functions, which decide.
+inline bool clearly_ok_pointer(const void* ptr, size_t elem_bytes) {
+  const auto at = reinterpret_cast<uintptr_t>(ptr);
+  const bool pow2 = (elem_bytes & (elem_bytes - 1)) == 0;  // no division for 1, 2, 4, 8, ...
+  return ptr && pow2 && (elem_bytes == 0 || (at & (elem_bytes - 1)) == 0);
+}
+inline bool clearly_ok_eps(float eps) {
+  return eps >= 0.f && eps <= std::numeric_limits<float>::max();  // NaN fails both
+}
+inline bool clearly_disjoint(const void* a, size_t bytes_a, const void* b, size_t bytes_b) {
+  const auto as = reinterpret_cast<uintptr_t>(a), bs = reinterpret_cast<uintptr_t>(b);
+  return bytes_a <= UINTPTR_MAX - as && bytes_b <= UINTPTR_MAX - bs &&
+         (as + bytes_a <= bs || bs + bytes_b <= as);
+}
+
 // The checks, for an op's call path: `context()` (usually the problem's describe()) is called
 // only when a check fails, so a passing call formats and allocates nothing.
 //
@@ -31,12 +49,14 @@ std::string overlap_problem(const char* field_a, const void* a, size_t bytes_a, 
 template <class Context>
 void check_pointer(const char* op, const char* field, const void* ptr, size_t elem_bytes,
                    const Context& context) {
+  if (clearly_ok_pointer(ptr, elem_bytes)) return;
   if (std::string rule = pointer_problem(field, ptr, elem_bytes); !rule.empty())
     invalid(op, field, rule, context());
 }
 // eps (field "eps") is finite and >= 0.
 template <class Context>
 void check_eps(const char* op, float eps, const Context& context) {
+  if (clearly_ok_eps(eps)) return;
   if (std::string rule = eps_problem(eps); !rule.empty()) invalid(op, "eps", rule, context());
 }
 // Two operands of `bytes_a` and `bytes_b` bytes are the same tensor (a == b, when `same_ok`) or
@@ -45,6 +65,7 @@ template <class Context>
 void check_disjoint(const char* op, const char* field_a, const void* a, size_t bytes_a,
                     const char* field_b, const void* b, size_t bytes_b, bool same_ok,
                     const Context& context) {
+  if (clearly_disjoint(a, bytes_a, b, bytes_b)) return;
   if (std::string rule = overlap_problem(field_a, a, bytes_a, field_b, b, bytes_b, same_ok);
       !rule.empty())
     invalid(op, field_b, rule, context());

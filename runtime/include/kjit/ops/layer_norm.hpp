@@ -26,7 +26,7 @@ namespace kjit::ops {
 enum class NormKind { LayerNorm, RMSNorm };
 const char* norm_kind_name(NormKind k);  // "layer_norm", "rms_norm"
 // The inverse of norm_kind_name; InvalidArgument (field "kind") naming the text otherwise.
-NormKind parse_norm_kind(const std::string& s);
+NormKind parse_norm_kind(std::string_view s);
 
 struct LayerNormProblem {
   NormKind kind = NormKind::LayerNorm;
