@@ -1049,7 +1049,8 @@ TEST_CASE("group_norm: a pipelined plan in CUDA graphs, before and after reservi
       (32 * 64 + 32) * 8 + (32 + 2) * 8, 81);
 }
 
-TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument") {
+TEST_CASE("group_norm: a forced config that cannot run the problem is an InvalidArgument" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   GroupNormProblem p = GroupNormProblem::from_shape({2, 64, 32, 32}, 8, DType::F32);
   kjit::DeviceBuffer x(rt, 2 * 64 * 1024 * 4), y(rt, 2 * 64 * 1024 * 4), w(rt, 256), b(rt, 256);
@@ -1069,7 +1070,8 @@ TEST_CASE("group_norm: a forced config that cannot run the problem is an Invalid
   CHECK_THROWS_WITH_AS(call(c), doctest::Contains("threads = 48"), kjit::Error);
 }
 
-TEST_CASE("group_norm: bad inputs raise InvalidArgument and write nothing") {
+TEST_CASE("group_norm: bad inputs raise InvalidArgument and write nothing" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   kjit::Stream stream(rt);
   GroupNormProblem p = GroupNormProblem::from_shape({2, 8, 4, 4}, 4, DType::F32);

@@ -23,7 +23,7 @@ kjit::Spec affine(kjit::DType t, int scale, int offset, bool add_one) {
 
 }  // namespace
 
-TEST_CASE("device properties are read") {
+TEST_CASE("device properties are read" * doctest::test_suite("host_logic")) {
   const auto& p = runtime().props();
   MESSAGE(p.name << " cc " << p.cc() << " SMs " << p.sm_count << " (context may use "
                  << p.context_sm_count << ") arch " << runtime().arch());
@@ -216,7 +216,8 @@ kjit::Kernel big_smem_kernel(kjit::Runtime& rt, unsigned grid, kjit::LaunchConfi
 
 }  // namespace
 
-TEST_CASE("fits() says whether the device can run a launch shape") {
+TEST_CASE("fits() says whether the device can run a launch shape" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   kjit::LaunchConfig cfg;
   kjit::Kernel k = big_smem_kernel(rt, 8, &cfg);
@@ -243,7 +244,8 @@ TEST_CASE("fits() says whether the device can run a launch shape") {
   CHECK_KJIT_ERROR(kjit::Kernel().fits(cfg), kjit::Errc::InvalidArgument);
 }
 
-TEST_CASE("resident_ctas() counts what a persistent grid may launch, as fits() does") {
+TEST_CASE("resident_ctas() counts what a persistent grid may launch, as fits() does" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   kjit::LaunchConfig cfg;
   kjit::Kernel k = big_smem_kernel(rt, 1, &cfg);  // at most two CTAs per SM (228 KB of smem)
@@ -269,7 +271,8 @@ TEST_CASE("resident_ctas() counts what a persistent grid may launch, as fits() d
   CHECK_KJIT_ERROR(kjit::Kernel().resident_ctas(cfg), kjit::Errc::InvalidArgument);
 }
 
-TEST_CASE("a zero dimension or a grid of partial clusters is an InvalidArgument") {
+TEST_CASE("a zero dimension or a grid of partial clusters is an InvalidArgument" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   kjit::Stream stream(rt);
   kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 0, false));  // y = 2x: overflows
@@ -306,7 +309,8 @@ TEST_CASE("a zero dimension or a grid of partial clusters is an InvalidArgument"
   CHECK(y.to_host<unsigned>(1024)[0] == 0x7F7F7F7Fu);  // nothing ran
 }
 
-TEST_CASE("a refused launch names the kernel and the configuration") {
+TEST_CASE("a refused launch names the kernel and the configuration" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   kjit::Stream stream(rt);
   kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 1, 0, false));
@@ -455,7 +459,8 @@ TEST_CASE("graphs: a loaded kernel captures; an unloaded one raises CaptureCompi
 
 // The typed launch compares its arguments with the kernel's parameters (read once at load): a
 // missing argument or an int64 where the kernel takes an int would launch with garbage.
-TEST_CASE("typed launches are checked against the kernel's parameters") {
+TEST_CASE("typed launches are checked against the kernel's parameters" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   const kjit::Kernel k = rt.kernel(affine(kjit::DType::F32, 2, 3, false));
   REQUIRE(k.num_params() == 3);  // (const float* x, float* y, int n)

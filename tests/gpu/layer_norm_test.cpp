@@ -1309,7 +1309,8 @@ TEST_CASE("layer_norm: every cluster candidate survives back-to-back graph repla
   CHECK(clustered >= 4);
 }
 
-TEST_CASE("layer_norm: autotune picks a candidate, and a new runtime reuses the stored choice") {
+TEST_CASE("layer_norm: autotune picks a candidate, and a new runtime reuses the stored choice" *
+          doctest::test_suite("host_logic")) {
   kjit_test::TempDir dir;
   kjit::RuntimeOptions o;
   o.cache.dir = dir.path;

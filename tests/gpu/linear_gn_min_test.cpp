@@ -1037,7 +1037,8 @@ TEST_CASE("linear_gn_min: a stale autotune record is tuned afresh and replaced")
   CHECK(again.gemm_algo == third.gemm_algo);
 }
 
-TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing") {
+TEST_CASE("linear_gn_min: bad inputs raise InvalidArgument and write nothing" *
+          doctest::test_suite("host_logic")) {
   auto& rt = runtime();
   kjit::Stream stream(rt);
   const Data d = make_data(8, 16, 32, 4, false, 3);

@@ -33,7 +33,8 @@ struct OtherState {
 
 }  // namespace
 
-TEST_CASE("Runtime::extension: one object per runtime and type, made once under racing threads") {
+TEST_CASE("Runtime::extension: one object per runtime and type, made once under racing threads" *
+          doctest::test_suite("host_logic")) {
   g_made = g_destroyed = 0;
   {
     kjit::Runtime rt;
@@ -59,7 +60,8 @@ TEST_CASE("Runtime::extension: one object per runtime and type, made once under 
   CHECK(g_destroyed == 2);  // destroyed with their runtimes
 }
 
-TEST_CASE("Target::of describes the device, and specs_for is what the ops load") {
+TEST_CASE("Target::of describes the device, and specs_for is what the ops load" *
+          doctest::test_suite("host_logic")) {
   auto& rt = kjit_test::runtime();
   const kjit::Target t = kjit::Target::of(rt);
   CHECK(t.arch == rt.arch());
@@ -101,7 +103,8 @@ struct Older {
 
 }  // namespace
 
-TEST_CASE("Runtime::extension during destruction: a newer extension is gone, not handed out") {
+TEST_CASE("Runtime::extension during destruction: a newer extension is gone, not handed out" *
+          doctest::test_suite("host_logic")) {
   g_newer_refused = 0;
   {
     kjit::Runtime rt;
