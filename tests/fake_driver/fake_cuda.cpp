@@ -58,10 +58,20 @@ struct Event {
   uint32_t magic = kMagicEvent;
 };
 
+// Entry points a test may make fail (kjit_fake_fail).
+enum FaultPoint { kLaunch, kModuleLoad, kFuncGetAttribute, kMemAlloc, kFaultPoints };
+constexpr const char* kFaultNames[kFaultPoints] = {"cuLaunchKernelEx", "cuModuleLoadData",
+                                                   "cuFuncGetAttribute", "cuMemAlloc"};
+
+struct Fault {
+  std::atomic<int> left{0};
+  std::atomic<CUresult> with{CUDA_SUCCESS};
+};
+
 struct State {
   std::atomic<uint64_t> launches{0}, module_loads{0}, graph_launches{0};
-  std::atomic<int> fail_left{0};
-  std::atomic<CUresult> fail_with{CUDA_SUCCESS};
+  std::atomic<int64_t> live_modules{0};
+  Fault faults[kFaultPoints];
   std::mutex mem_mu;
   std::map<uintptr_t, size_t> allocations;  // base -> bytes
   int context_object = 0;                   // its address is the primary context
@@ -71,6 +81,14 @@ struct State {
 State& state() {
   static State* s = new State;  // never destroyed: kjit may call in from static destructors
   return *s;
+}
+
+// True (and *r the error) while a test asked entry point p to fail.
+bool injected(FaultPoint p, CUresult* r) {
+  Fault& f = state().faults[p];
+  if (f.left.load() <= 0 || f.left.fetch_sub(1) <= 0) return false;
+  *r = f.with.load();
+  return true;
 }
 
 CUcontext primary() {
@@ -198,7 +216,7 @@ void record_launch(const CUlaunchConfig& c, const Function& f, const Shape& s, v
 
 CUresult launch(const CUlaunchConfig* c, CUfunction fn, void** params, void** extra) {
   State& st = state();
-  if (st.fail_left.load() > 0 && st.fail_left.fetch_sub(1) > 0) return st.fail_with.load();
+  if (CUresult r; injected(kLaunch, &r)) return r;
   if (!c || !fn) return CUDA_ERROR_INVALID_VALUE;
   const Function& f = *fn_of(fn);
   const Shape s = shape_of(*c);
@@ -367,6 +385,7 @@ CUresult cuCtxSynchronize() {
 }
 CUresult cuModuleLoadData(CUmodule* m, const void* image) {
   if (current() != primary()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r; injected(kModuleLoad, &r)) return r;
   std::string why;
   std::optional<CubinInfo> info = read_cubin(image, &why);
   if (!info) return CUDA_ERROR_INVALID_IMAGE;
@@ -375,12 +394,14 @@ CUresult cuModuleLoadData(CUmodule* m, const void* image) {
   mod->image.assign(b, b + info->image_bytes);
   mod->cubin = std::move(*info);
   state().module_loads.fetch_add(1);
+  state().live_modules.fetch_add(1);
   *m = reinterpret_cast<CUmodule>(mod.release());
   return CUDA_SUCCESS;
 }
 CUresult cuModuleUnload(CUmodule m) {
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   delete reinterpret_cast<Module*>(m);
+  state().live_modules.fetch_sub(1);
   return CUDA_SUCCESS;
 }
 CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
@@ -413,6 +434,7 @@ CUresult cuFuncSetAttribute(CUfunction fn, CUfunction_attribute a, int v) {
   return CUDA_SUCCESS;
 }
 CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction fn) {
+  if (CUresult r; injected(kFuncGetAttribute, &r)) return r;
   const Function& f = *fn_of(fn);
   switch (a) {
     case CU_FUNC_ATTRIBUTE_NUM_REGS:
@@ -462,6 +484,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction fn, int 
 }
 CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r; injected(kMemAlloc, &r)) return r;
   void* mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!mem) return CUDA_ERROR_OUT_OF_MEMORY;
   State& s = state();
@@ -710,8 +733,16 @@ __attribute__((visibility("default"))) int64_t kjit_fake_live_allocations(void) 
 __attribute__((visibility("default"))) uint64_t kjit_fake_graph_launches(void) {
   return kjit_fake::state().graph_launches.load();
 }
-__attribute__((visibility("default"))) void kjit_fake_fail_launches(int n, CUresult r) {
-  kjit_fake::state().fail_with = r;
-  kjit_fake::state().fail_left = n;
+__attribute__((visibility("default"))) int64_t kjit_fake_live_modules(void) {
+  return kjit_fake::state().live_modules.load();
+}
+__attribute__((visibility("default"))) int kjit_fake_fail(const char* entry, int n, CUresult r) {
+  for (int p = 0; p < kjit_fake::kFaultPoints; ++p)
+    if (std::strcmp(entry, kjit_fake::kFaultNames[p]) == 0) {
+      kjit_fake::state().faults[p].with = r;
+      kjit_fake::state().faults[p].left = n;
+      return 1;
+    }
+  return 0;
 }
 }

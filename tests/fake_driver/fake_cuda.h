@@ -31,10 +31,14 @@ struct kjit_fake_launch {
 uint64_t kjit_fake_launches(void);
 // The calling thread's last launch; 0 when it has made none.
 int kjit_fake_last_launch(struct kjit_fake_launch* out);
-// Calls to cuModuleLoadData, cuMemAlloc blocks alive now, and graph launches.
+// Calls to cuModuleLoadData, modules loaded and not unloaded, cuMemAlloc blocks alive now, and
+// graph launches.
 uint64_t kjit_fake_module_loads(void);
+int64_t kjit_fake_live_modules(void);
 int64_t kjit_fake_live_allocations(void);
 uint64_t kjit_fake_graph_launches(void);
-// The next `n` cuLaunchKernelEx calls fail with `r` (a sticky fault, a refusal); 0 clears it.
-void kjit_fake_fail_launches(int n, CUresult r);
+// The next `n` calls of `entry` fail with `r` (n = 0 clears it); entry is one of
+// cuLaunchKernelEx (cuLaunchKernel too), cuModuleLoadData, cuFuncGetAttribute and cuMemAlloc.
+// Returns 0 for any other name.
+int kjit_fake_fail(const char* entry, int n, CUresult r);
 }

@@ -28,7 +28,8 @@ bool load_fake_driver(const char* path, std::string* why) {
       !find(lib, "kjit_fake_module_loads", &g_fake.module_loads, why) ||
       !find(lib, "kjit_fake_live_allocations", &g_fake.live_allocations, why) ||
       !find(lib, "kjit_fake_graph_launches", &g_fake.graph_launches, why) ||
-      !find(lib, "kjit_fake_fail_launches", &g_fake.fail_launches, why))
+      !find(lib, "kjit_fake_live_modules", &g_fake.live_modules, why) ||
+      !find(lib, "kjit_fake_fail", &g_fake.fail, why))
     return false;
   if (!kjit::gpu_available(why)) return false;
   const std::string name = runtime().props().name;

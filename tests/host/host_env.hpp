@@ -19,7 +19,8 @@ struct FakeDriver {
   decltype(&kjit_fake_module_loads) module_loads = nullptr;
   decltype(&kjit_fake_live_allocations) live_allocations = nullptr;
   decltype(&kjit_fake_graph_launches) graph_launches = nullptr;
-  decltype(&kjit_fake_fail_launches) fail_launches = nullptr;
+  decltype(&kjit_fake_live_modules) live_modules = nullptr;
+  decltype(&kjit_fake_fail) fail = nullptr;
 };
 
 // Loads the fake driver at `path` for the process (kjit's dlopen of libcuda.so.1 then finds it
