@@ -36,7 +36,7 @@ std::vector<Section> sections(const unsigned char* b, size_t bytes, uint64_t sho
     if (out[i].type != kNoBits && (out[i].offset > bytes || out[i].size > bytes - out[i].offset))
       return {};
   }
-  if (shstrndx >= shnum) return {};
+  if (shstrndx >= shnum || out[shstrndx].type == kNoBits) return {};
   const Section& names = out[shstrndx];
   for (Section& s : out) {
     const uint64_t at = std::stoull(s.name);
@@ -115,7 +115,7 @@ std::optional<CubinInfo> read_cubin(const void* image, std::string* why) {
   }
   const std::string info_prefix = ".nv.info.", shared_prefix = ".nv.shared.";
   for (const Section& s : secs)
-    if (s.name.rfind(info_prefix, 0) == 0) {
+    if (s.name.rfind(info_prefix, 0) == 0 && s.type != kNoBits) {
       KernelInfo& k = info.kernels[s.name.substr(info_prefix.size())];
       if (!read_params(b + s.offset, s.size, &k)) {
         *why = "malformed parameter records in " + s.name;

@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "kjit/runtime.hpp"
 
@@ -12,6 +15,16 @@ int main(int argc, char** argv) {
   if (!kjit::gpu_available(&why)) {
     std::printf("SKIPPED: GPU tests need a CUDA device: %s\n", why.c_str());
     return 77;
+  }
+  // ctest's gpu_host_logic runs this suite's host-logic cases on the fake driver
+  // (tests/fake_driver/), found first through LD_LIBRARY_PATH: if another driver loaded, fail.
+  const char* fake = std::getenv("KJIT_TEST_EXPECT_FAKE_DRIVER");
+  if (fake && std::strcmp(fake, "1") == 0) {
+    const std::string name = kjit::Runtime().props().name;
+    if (name.find("kjit fake driver") == std::string::npos) {
+      std::printf("FAILED: KJIT_TEST_EXPECT_FAKE_DRIVER=1, but the device is %s\n", name.c_str());
+      return 1;
+    }
   }
   doctest::Context ctx(argc, argv);
   return ctx.run();
