@@ -15,13 +15,15 @@ T read_at(const unsigned char* p, size_t off) {
 
 struct Section {
   std::string name;
-  uint32_t type = 0;
+  uint32_t type = 0, info = 0;  // a .text.<kernel>'s info is its kernel's symbol index
   uint64_t offset = 0, size = 0;
 };
 
 constexpr uint32_t kNoBits = 8;         // SHT_NOBITS: .nv.shared.* take no room in the file
 constexpr uint8_t kFormatSval = 4;      // EIFMT_SVAL: a 16-bit size, then that many bytes
+constexpr uint8_t kAttrMaxThreads = 5;  // EIATTR_MAX_THREADS: x, y, z (u32 each)
 constexpr uint8_t kAttrParamInfo = 23;  // EIATTR_KPARAM_INFO
+constexpr uint8_t kAttrRegCount = 47;   // EIATTR_REGCOUNT: symbol index, registers (u32 each)
 
 // The section headers, with their names; empty when the headers do not fit the image.
 std::vector<Section> sections(const unsigned char* b, size_t bytes, uint64_t shoff,
@@ -33,6 +35,7 @@ std::vector<Section> sections(const unsigned char* b, size_t bytes, uint64_t sho
     out[i].type = read_at<uint32_t>(b, h + 4);
     out[i].offset = read_at<uint64_t>(b, h + 24);
     out[i].size = read_at<uint64_t>(b, h + 32);
+    out[i].info = read_at<uint32_t>(b, h + 44);
     if (out[i].type != kNoBits && (out[i].offset > bytes || out[i].size > bytes - out[i].offset))
       return {};
   }
@@ -47,9 +50,10 @@ std::vector<Section> sections(const unsigned char* b, size_t bytes, uint64_t sho
   return out;
 }
 
-// Parameters from a kernel's .nv.info.<name>: EIATTR_KPARAM_INFO records (index u32, ordinal
-// u16, offset u16, flags u32 whose bits 18..31 are the size); other attributes are skipped.
-bool read_params(const unsigned char* p, size_t n, KernelInfo* k) {
+// Calls f(attr, value, len) for each EIATTR_*-with-a-size record of an .nv.info section; false
+// when the records overrun the section or f refuses one.
+template <class F>
+bool each_record(const unsigned char* p, size_t n, F f) {
   for (size_t i = 0; i + 4 <= n;) {
     const uint8_t format = p[i], attr = p[i + 1];
     if (format != kFormatSval) {
@@ -57,12 +61,26 @@ bool read_params(const unsigned char* p, size_t n, KernelInfo* k) {
       continue;
     }
     const uint16_t len = read_at<uint16_t>(p, i + 2);
-    if (i + 4 + len > n) return false;
-    if (attr == kAttrParamInfo) {
+    if (i + 4 + len > n || !f(attr, p + i + 4, len)) return false;
+    i += 4 + len;
+  }
+  return true;
+}
+
+// A kernel's .nv.info.<name>: its parameters (EIATTR_KPARAM_INFO records: index u32, ordinal
+// u16, offset u16, flags u32 whose bits 18..31 are the size) and its __launch_bounds__.
+bool read_kernel_records(const unsigned char* p, size_t n, KernelInfo* k) {
+  const bool ok = each_record(p, n, [k](uint8_t attr, const unsigned char* v, uint16_t len) {
+    if (attr == kAttrMaxThreads) {
       if (len < 12) return false;
-      const uint16_t ordinal = read_at<uint16_t>(p, i + 8);
-      const uint16_t offset = read_at<uint16_t>(p, i + 10);
-      const uint32_t flags = read_at<uint32_t>(p, i + 12);
+      const uint64_t t =
+          uint64_t{read_at<uint32_t>(v, 0)} * read_at<uint32_t>(v, 4) * read_at<uint32_t>(v, 8);
+      if (t == 0 || t > 1024) return false;
+      k->max_threads = static_cast<int>(t);
+    } else if (attr == kAttrParamInfo) {
+      if (len < 12) return false;
+      const uint16_t ordinal = read_at<uint16_t>(v, 4), offset = read_at<uint16_t>(v, 6);
+      const uint32_t flags = read_at<uint32_t>(v, 8);
       if (ordinal >= 4096) return false;
       if (k->param_sizes.size() <= ordinal) {
         k->param_sizes.resize(ordinal + 1u, 0);
@@ -71,10 +89,49 @@ bool read_params(const unsigned char* p, size_t n, KernelInfo* k) {
       k->param_sizes[ordinal] = (flags >> 18) & 0x3fff;
       k->param_offsets[ordinal] = offset;
     }
-    i += 4 + len;
-  }
+    return true;
+  });
+  if (!ok) return false;
   for (size_t s : k->param_sizes)
     if (s == 0) return false;  // an ordinal without a record
+  return true;
+}
+
+// The module-wide .nv.info: registers per thread of each kernel, by the kernel's symbol index.
+bool read_reg_counts(const unsigned char* p, size_t n, std::map<uint32_t, int>* regs) {
+  return each_record(p, n, [regs](uint8_t attr, const unsigned char* v, uint16_t len) {
+    if (attr != kAttrRegCount) return true;
+    if (len < 8) return false;
+    const uint32_t count = read_at<uint32_t>(v, 4);
+    if (count == 0 || count > 255) return false;
+    (*regs)[read_at<uint32_t>(v, 0)] = static_cast<int>(count);
+    return true;
+  });
+}
+
+// Each kernel's registers: its .text.<name> names its symbol, which the module-wide .nv.info's
+// EIATTR_REGCOUNT records count registers for. A kernel with no count is a malformed cubin.
+bool read_registers(const unsigned char* b, const std::vector<Section>& secs, CubinInfo* info,
+                    std::string* why) {
+  std::map<uint32_t, int> regs;
+  for (const Section& s : secs)
+    if (s.name == ".nv.info" && s.type != kNoBits &&
+        !read_reg_counts(b + s.offset, s.size, &regs)) {
+      *why = "malformed register counts in .nv.info";
+      return false;
+    }
+  const std::string text_prefix = ".text.";
+  for (const Section& s : secs)
+    if (s.name.rfind(text_prefix, 0) == 0) {
+      auto k = info->kernels.find(s.name.substr(text_prefix.size()));
+      auto r = regs.find(s.info);
+      if (k != info->kernels.end() && r != regs.end()) k->second.regs = r->second;
+    }
+  for (const auto& [name, k] : info->kernels)
+    if (k.regs == 0) {
+      *why = "no register count for " + name;
+      return false;
+    }
   return true;
 }
 
@@ -117,11 +174,12 @@ std::optional<CubinInfo> read_cubin(const void* image, std::string* why) {
   for (const Section& s : secs)
     if (s.name.rfind(info_prefix, 0) == 0 && s.type != kNoBits) {
       KernelInfo& k = info.kernels[s.name.substr(info_prefix.size())];
-      if (!read_params(b + s.offset, s.size, &k)) {
-        *why = "malformed parameter records in " + s.name;
+      if (!read_kernel_records(b + s.offset, s.size, &k)) {
+        *why = "malformed parameter or launch-bounds records in " + s.name;
         return std::nullopt;
       }
     }
+  if (!read_registers(b, secs, &info, why)) return std::nullopt;
   for (const Section& s : secs)
     if (s.name.rfind(shared_prefix, 0) == 0) {
       auto it = info.kernels.find(s.name.substr(shared_prefix.size()));

@@ -1,6 +1,7 @@
 // What the fake driver (fake_cuda.cpp) reads from a cubin that kjit hands to cuModuleLoadData:
-// the image's size, and for each kernel its parameters' sizes and its static shared memory, from
-// the same ELF sections the real driver reads them from (.nv.info.<kernel>, .nv.shared.<kernel>).
+// the image's size, and for each kernel its parameters' sizes, its static shared memory, its
+// registers per thread and its __launch_bounds__, from the same ELF sections the real driver
+// reads them from (.nv.info.<kernel>, .nv.shared.<kernel>, .nv.info, .text.<kernel>).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,8 @@ namespace kjit_fake {
 struct KernelInfo {
   std::vector<size_t> param_offsets, param_sizes;  // by ordinal
   size_t static_smem = 0;
+  int regs = 0;         // per thread (the module-wide .nv.info's EIATTR_REGCOUNT)
+  int max_threads = 0;  // __launch_bounds__'s first argument (EIATTR_MAX_THREADS); 0: none
 };
 
 struct CubinInfo {

@@ -95,6 +95,7 @@ __attribute__((visibility("default"))) uint64_t kjit_fake_graph_launches(void) {
   return kjit_fake::state().graph_launches.load();
 }
 __attribute__((visibility("default"))) int kjit_fake_fail(const char* entry, int n, CUresult r) {
+  if (!entry) return 0;
   for (int p = 0; p < kjit_fake::kFaultPoints; ++p)
     if (std::strcmp(entry, kjit_fake::kFaultNames[p]) == 0) {
       kjit_fake::state().faults[p].with = r;

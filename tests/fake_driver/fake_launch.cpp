@@ -23,14 +23,35 @@ uint64_t cost_of(const std::string& name) {
   return 2000 + h % 8000;
 }
 
+// Registers one warp of f holds: its count per thread, allocated 8 at a time.
+int regs_per_warp(const Function& f) {
+  return (f.info->regs + 7) / 8 * 8 * 32;
+}
+
+// The most threads one block of f may have: its __launch_bounds__, and what its registers allow.
+int max_threads_of(const Function& f) {
+  int n = std::min(kMaxThreads, kRegsPerSm / regs_per_warp(f) * 32);
+  if (f.info->max_threads) n = std::min(n, f.info->max_threads);
+  return n;
+}
+
 // Blocks of `threads` threads and `smem` bytes of shared memory one SM holds at once.
 int blocks_per_sm(const Function& f, int threads, size_t smem) {
-  if (threads <= 0 || threads > kMaxThreads) return 0;
+  if (threads <= 0 || threads > max_threads_of(f)) return 0;
   const size_t total = smem + f.info->static_smem;
   if (total > kSmemOptin) return 0;
   const int warps = (threads + 31) / 32;
-  const int n = std::min(kMaxBlocksPerSm, 64 / warps);
+  const int n = std::min({kMaxBlocksPerSm, 64 / warps, kRegsPerSm / (warps * regs_per_warp(f))});
   return std::min<int>(n, static_cast<int>(kSmemPerSm / (total + kReservedSmemPerBlock)));
+}
+
+// A block's size against f: over its __launch_bounds__ is an invalid value, over what its
+// registers allow is out of resources, as the driver answers them.
+CUresult check_block(const Function& f, uint64_t threads) {
+  if (f.info->max_threads && threads > uint64_t(f.info->max_threads))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (threads > uint64_t(max_threads_of(f))) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  return CUDA_SUCCESS;
 }
 
 struct Shape {
@@ -77,6 +98,8 @@ CUresult check_dims(const CUlaunchConfig& c) {
 CUresult check_launch(const CUlaunchConfig& c, const Function& f, const Shape& s) {
   if (current() != primary()) return CUDA_ERROR_INVALID_CONTEXT;
   if (const CUresult r = check_dims(c); r != CUDA_SUCCESS) return r;
+  const uint64_t threads = uint64_t{c.blockDimX} * c.blockDimY * c.blockDimZ;
+  if (const CUresult r = check_block(f, threads); r != CUDA_SUCCESS) return r;
   if (c.sharedMemBytes > static_cast<unsigned>(f.max_dynamic_smem.load()) ||
       c.sharedMemBytes + f.info->static_smem > kSmemOptin)
     return CUDA_ERROR_INVALID_VALUE;
@@ -85,8 +108,7 @@ CUresult check_launch(const CUlaunchConfig& c, const Function& f, const Shape& s
     return CUDA_ERROR_INVALID_CLUSTER_SIZE;
   if (s.cooperative) {
     const uint64_t grid = uint64_t{c.gridDimX} * c.gridDimY * c.gridDimZ;
-    const int threads = static_cast<int>(c.blockDimX * c.blockDimY * c.blockDimZ);
-    if (grid > uint64_t(blocks_per_sm(f, threads, c.sharedMemBytes)) * kSms)
+    if (grid > uint64_t(blocks_per_sm(f, static_cast<int>(threads), c.sharedMemBytes)) * kSms)
       return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
   return CUDA_SUCCESS;
@@ -199,10 +221,10 @@ CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction fn) {
   const Function& f = *fn_of(fn);
   switch (a) {
     case CU_FUNC_ATTRIBUTE_NUM_REGS:
-      *v = 32;
+      *v = f.info->regs;
       break;
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-      *v = kMaxThreads;
+      *v = max_threads_of(f);
       break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
       *v = static_cast<int>(f.info->static_smem);

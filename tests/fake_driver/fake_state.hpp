@@ -22,6 +22,7 @@ namespace kjit_fake {
 // An H200's numbers, as the real driver reports them.
 constexpr int kSms = 132, kMaxThreads = 1024, kSmemOptin = 232448, kSmemPerSm = 233472;
 constexpr int kSmemDefault = 48 * 1024, kReservedSmemPerBlock = 1024, kMaxBlocksPerSm = 32;
+constexpr int kRegsPerSm = 65536;  // also the most one block may hold
 constexpr uint32_t kMagicStream = 0x5354524d, kMagicEvent = 0x4556544e;
 
 // The version cuDriverGetVersion reports: 13000 (the H200's driver), or KJIT_FAKE_DRIVER_VERSION.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../../runtime/src/param_sizes.hpp"
+#include "error_text.hpp"
 #include "gpu_env.hpp"
 #include "kjit/host_math.hpp"
 #include "test_util.hpp"
@@ -504,4 +505,76 @@ TEST_CASE("parameter sizes: the driver's count query agrees with the probe") {
   REQUIRE(probed.has_value());
   CHECK(*counted == *probed);
   CHECK(*counted == std::vector<size_t>{sizeof(float*), sizeof(float*), sizeof(int)});
+}
+
+namespace {
+
+// Two kernels whose own limits cap their blocks below the device's 1024 threads: one by its
+// __launch_bounds__, one by its registers (every load precedes the first store, which may alias
+// them, so many values are live at once).
+const char* kLimitsSource = R"(
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) bounded(float* y) {
+  y[blockIdx.x * blockDim.x + threadIdx.x] = 1.f;
+}
+template <int kN>
+__global__ void heavy(const float* x, float* y) {
+  const int base = (blockIdx.x * blockDim.x + threadIdx.x) * kN;
+  float v[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) v[i] = x[base + i];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) y[base + i] = v[kN - 1 - i] * v[i];
+})";
+
+// The Error(Cuda) a launch raises, as its message; "" when it launched.
+template <class Fn>
+std::string cuda_error_of(Fn fn) {
+  return kjit_test::error_text(fn, kjit::Errc::Cuda);
+}
+
+}  // namespace
+
+// The driver reports a kernel's own limits (num_registers, max_threads_per_block) and refuses a
+// block past them; kjit passes both on and names the kernel. The fake driver (host suite) models
+// the same rules from the cubin, and this case runs on both.
+TEST_CASE("a kernel's launch bounds and registers cap its block; a launch past them is refused" *
+          doctest::test_suite("host_logic")) {
+  auto& rt = runtime();
+  rt.templates().add("test/limits.cuh", kLimitsSource);
+  kjit::Stream stream(rt);
+  constexpr int kN = 128;
+  kjit::DeviceBuffer x(rt, 1024 * kN * sizeof(float)), y(rt, 1024 * kN * sizeof(float));
+  x.fill_bytes(0);
+  kjit::LaunchConfig cfg;
+
+  kjit::Spec bounded_spec("test/limits.cuh", "bounded");
+  const kjit::Kernel bounded = rt.kernel(bounded_spec.value(128));
+  CHECK(bounded.max_threads_per_block() == 128);
+  CHECK((bounded.num_registers() > 0 && bounded.num_registers() <= 255));
+  cfg.block.x = 128;
+  CHECK(bounded.fits(cfg));
+  CHECK(cuda_error_of([&] { bounded(stream, cfg, y.ptr()); }) == "");
+  cfg.block.x = 256;
+  CHECK_FALSE(bounded.fits(cfg));
+  const std::string past_bounds = cuda_error_of([&] { bounded(stream, cfg, y.ptr()); });
+  MESSAGE("256 threads past __launch_bounds__(128): " << past_bounds);
+  CHECK(past_bounds.find("bounded<128>") != std::string::npos);
+
+  kjit::Spec heavy_spec("test/limits.cuh", "heavy");
+  const kjit::Kernel heavy = rt.kernel(heavy_spec.value(kN));
+  const int cap = heavy.max_threads_per_block();
+  MESSAGE("heavy<" << kN << ">: " << heavy.num_registers() << " registers, at most " << cap
+                   << " threads per block");
+  REQUIRE(heavy.num_registers() > 64);  // so that 1024 threads cannot share 64K registers
+  REQUIRE((cap >= 32 && cap < 1024 && cap % 32 == 0));
+  cfg.block.x = static_cast<unsigned>(cap);
+  CHECK(heavy.fits(cfg));
+  CHECK(cuda_error_of([&] { heavy(stream, cfg, x.ptr(), y.ptr()); }) == "");
+  cfg.block.x = static_cast<unsigned>(cap + 32);
+  CHECK_FALSE(heavy.fits(cfg));
+  const std::string past_registers = cuda_error_of([&] { heavy(stream, cfg, x.ptr(), y.ptr()); });
+  CHECK(past_registers.find("heavy<128>") != std::string::npos);
+  CHECK(past_registers.find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") != std::string::npos);
+  stream.synchronize();
 }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "error_text.hpp"
 #include "host_env.hpp"
 #include "kjit/ops/group_norm.hpp"
 #include "kjit/ops/layer_norm.hpp"
@@ -23,13 +24,7 @@ void call(kjit::Runtime& rt, const LayerNormProblem& p, CUstream stream) {
 // The Error a call raises (Errc::Cuda expected), as its message; "" when it raised none.
 template <class Fn>
 std::string cuda_error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const kjit::Error& e) {
-    CHECK(e.code() == kjit::Errc::Cuda);
-    return e.what();
-  }
-  return "";
+  return kjit_test::error_text(fn, kjit::Errc::Cuda);
 }
 
 bool contains(const std::string& s, const char* part) {
