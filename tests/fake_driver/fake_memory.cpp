@@ -1,9 +1,14 @@
-// The fake driver's memory: host memory, so that copies and memsets really happen, each within
-// one live allocation. Inside a capture, the asynchronous ones become nodes and wait for the
+// The fake driver's memory. Device addresses lie in a window of address space reserved with no
+// access, so host code that dereferences a device pointer faults, as it would beside a real GPU;
+// each allocation's bytes live in host memory of their own, so that copies and memsets really
+// happen, each within one live allocation. Addresses are never reused: a stale pointer stays
+// invalid. Inside a capture, the asynchronous copies and memsets become nodes and wait for the
 // graph (which runs nothing); the synchronous ones, allocations and frees are refused, as the
 // driver refuses them, and invalidate the capture.
-#include <cstdlib>
+#include <sys/mman.h>
+
 #include <cstring>
+#include <new>
 
 #include "fake_entries.hpp"
 #include "fake_state.hpp"
@@ -11,9 +16,22 @@
 namespace kjit_fake {
 namespace {
 
-void* at(CUdeviceptr p) {
-  return reinterpret_cast<void*>(p);
+constexpr size_t kWindowBytes = size_t{64} << 30;  // address space only: nothing is committed
+
+// The window's first address, or 0 when it could not be reserved.
+uintptr_t window() {
+  static const uintptr_t base = [] {
+    void* p =
+        mmap(nullptr, kWindowBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? uintptr_t{0} : reinterpret_cast<uintptr_t>(p);
+  }();
+  return base;
 }
+
+// The host bytes behind [p, p + n); fails the call that asks for another range.
+#define KJIT_FAKE_HOST(var, p, n) \
+  void* var = host_of(p, n);      \
+  if (!var) return CUDA_ERROR_INVALID_VALUE
 
 // A copy or memset enqueued on s: a node of s's capture (nothing done now), or `work` now.
 template <class Work>
@@ -26,13 +44,15 @@ CUresult enqueue(CUstream s, CUgraphNodeType type, Work work) {
 
 }  // namespace
 
-bool device_range(CUdeviceptr p, size_t n) {
+void* host_of(CUdeviceptr p, size_t n) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mem_mu);
   auto it = s.allocations.upper_bound(static_cast<uintptr_t>(p));
-  if (it == s.allocations.begin()) return false;
+  if (it == s.allocations.begin()) return nullptr;
   --it;
-  return p - it->first <= it->second && n <= it->second - (p - it->first);
+  const size_t off = p - it->first, bytes = it->second.bytes;
+  if (off > bytes || n > bytes - off) return nullptr;
+  return it->second.host.get() + off;
 }
 
 CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
@@ -40,12 +60,20 @@ CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r; injected(kMemAlloc, &r)) return r;
-  void* mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (!mem) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uintptr_t base = window();
+  if (base == 0 || bytes > kWindowBytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  const size_t rounded = (bytes + 255) / 256 * 256;
+  Allocation a;
+  a.bytes = bytes;
+  a.host.reset(new (std::nothrow) unsigned char[rounded]);
+  if (!a.host) return CUDA_ERROR_OUT_OF_MEMORY;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mem_mu);
-  s.allocations[reinterpret_cast<uintptr_t>(mem)] = bytes;
-  *p = reinterpret_cast<CUdeviceptr>(mem);
+  if (rounded > kWindowBytes - s.next_device) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uintptr_t at = base + s.next_device;
+  s.next_device += rounded;
+  s.allocations[at] = std::move(a);
+  *p = static_cast<CUdeviceptr>(at);
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree(CUdeviceptr p) {
@@ -53,55 +81,57 @@ CUresult cuMemFree(CUdeviceptr p) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mem_mu);
   if (s.allocations.erase(static_cast<uintptr_t>(p)) == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::free(at(p));
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyHtoD(CUdeviceptr d, const void* h, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (!device_range(d, n)) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(at(d), h, n);
+  KJIT_FAKE_HOST(dst, d, n);
+  std::memcpy(dst, h, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH(void* h, CUdeviceptr d, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (!device_range(d, n)) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(h, at(d), n);
+  KJIT_FAKE_HOST(src, d, n);
+  std::memcpy(h, src, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoD(CUdeviceptr d, CUdeviceptr s, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (!device_range(d, n) || !device_range(s, n)) return CUDA_ERROR_INVALID_VALUE;
-  std::memmove(at(d), at(s), n);
+  KJIT_FAKE_HOST(dst, d, n);
+  KJIT_FAKE_HOST(src, s, n);
+  std::memmove(dst, src, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (!device_range(d, n)) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(at(d), v, n);
+  KJIT_FAKE_HOST(dst, d, n);
+  std::memset(dst, v, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  if (!device_range(d, n)) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] { std::memset(at(d), v, n); });
+  KJIT_FAKE_HOST(dst, d, n);
+  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] { std::memset(dst, v, n); });
 }
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
-  if (n > SIZE_MAX / 4 || !device_range(d, n * 4)) return CUDA_ERROR_INVALID_VALUE;
+  if (n > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
+  KJIT_FAKE_HOST(dst, d, n * 4);
   return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] {
-    auto* p = static_cast<unsigned*>(at(d));
+    auto* p = static_cast<unsigned*>(dst);
     for (size_t i = 0; i < n; ++i) p[i] = v;
   });
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void* h, size_t n, CUstream s) {
-  if (!device_range(d, n)) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(at(d), h, n); });
+  KJIT_FAKE_HOST(dst, d, n);
+  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(dst, h, n); });
 }
 CUresult cuMemcpyDtoHAsync(void* h, CUdeviceptr d, size_t n, CUstream s) {
-  if (!device_range(d, n)) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(h, at(d), n); });
+  KJIT_FAKE_HOST(src, d, n);
+  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(h, src, n); });
 }
 CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
-  if (!device_range(d, n) || !device_range(s, n)) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(st, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memmove(at(d), at(s), n); });
+  KJIT_FAKE_HOST(dst, d, n);
+  KJIT_FAKE_HOST(src, s, n);
+  return enqueue(st, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memmove(dst, src, n); });
 }
 
 }  // namespace kjit_fake

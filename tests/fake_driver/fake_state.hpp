@@ -83,12 +83,19 @@ struct Fault {
   std::atomic<CUresult> with{CUDA_SUCCESS};
 };
 
+// Device memory: an address range no host code may touch, and the host bytes behind it.
+struct Allocation {
+  size_t bytes = 0;
+  std::unique_ptr<unsigned char[]> host;
+};
+
 struct State {
   std::atomic<uint64_t> launches{0}, module_loads{0}, graph_launches{0};
   std::atomic<int64_t> live_modules{0};
   Fault faults[kFaultPoints];
   std::mutex mem_mu;
-  std::map<uintptr_t, size_t> allocations;  // base -> bytes
+  std::map<uintptr_t, Allocation> allocations;  // by device address
+  uintptr_t next_device = 0;                    // the next unused device address
   std::mutex capture_mu;
   std::vector<Stream*> capturing;  // streams with a capture under way
   int context_object = 0;          // its address is the primary context
@@ -109,8 +116,9 @@ inline Function* fn_of(CUfunction f) {
 // The stream a handle names (the legacy and the calling thread's per-thread stream included);
 // null for a handle that is no stream.
 Stream* stream_of(CUstream s);
-// [p, p + n) inside one live allocation.
-bool device_range(CUdeviceptr p, size_t n);
+// The host bytes behind device range [p, p + n), which must lie inside one live allocation;
+// null when it does not.
+void* host_of(CUdeviceptr p, size_t n);
 
 // A call that a capture under way forbids (an allocation, a synchronous copy, a synchronize):
 // true when one does (a global-mode capture anywhere, or one this thread began in thread-local
