@@ -144,6 +144,10 @@ namespace {
 // refuses c's shape or limits.
 int active_units(const detail::LoadedKernel& k, const LaunchConfig& c) {
   check_shape(k, c);
+  // The driver refuses a block past the kernel's own limit (its __launch_bounds__, or what its
+  // registers allow), but its occupancy query ignores launch bounds: an H200 counts 8 blocks of
+  // 256 threads per SM for a kernel bounded at 128. The kernel's limit decides first.
+  if (uint64_t{c.block.x} * c.block.y * c.block.z > static_cast<uint64_t>(k.max_threads)) return 0;
   const detail::Driver& d = detail::driver();
   detail::ContextGuard guard(k.ctx);
   const char* what = "";

@@ -73,9 +73,13 @@ bool read_kernel_records(const unsigned char* p, size_t n, KernelInfo* k) {
   const bool ok = each_record(p, n, [k](uint8_t attr, const unsigned char* v, uint16_t len) {
     if (attr == kAttrMaxThreads) {
       if (len < 12) return false;
-      const uint64_t t =
-          uint64_t{read_at<uint32_t>(v, 0)} * read_at<uint32_t>(v, 4) * read_at<uint32_t>(v, 8);
-      if (t == 0 || t > 1024) return false;
+      uint64_t t = 1;
+      for (size_t at = 0; at < 12; at += 4) {
+        const uint32_t d = read_at<uint32_t>(v, at);
+        if (d == 0 || d > 1024) return false;
+        t *= d;
+      }
+      if (t > 1024) return false;
       k->max_threads = static_cast<int>(t);
     } else if (attr == kAttrParamInfo) {
       if (len < 12) return false;
@@ -103,7 +107,7 @@ bool read_reg_counts(const unsigned char* p, size_t n, std::map<uint32_t, int>* 
     if (attr != kAttrRegCount) return true;
     if (len < 8) return false;
     const uint32_t count = read_at<uint32_t>(v, 4);
-    if (count == 0 || count > 255) return false;
+    if (count > 255) return false;
     (*regs)[read_at<uint32_t>(v, 0)] = static_cast<int>(count);
     return true;
   });
@@ -124,11 +128,11 @@ bool read_registers(const unsigned char* b, const std::vector<Section>& secs, Cu
   for (const Section& s : secs)
     if (s.name.rfind(text_prefix, 0) == 0) {
       auto k = info->kernels.find(s.name.substr(text_prefix.size()));
-      auto r = regs.find(s.info);
+      auto r = regs.find(s.info & 0xffffff);  // older cubins keep the count in the top byte
       if (k != info->kernels.end() && r != regs.end()) k->second.regs = r->second;
     }
   for (const auto& [name, k] : info->kernels)
-    if (k.regs == 0) {
+    if (k.regs < 0) {
       *why = "no register count for " + name;
       return false;
     }

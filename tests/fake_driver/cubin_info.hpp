@@ -15,7 +15,7 @@ namespace kjit_fake {
 struct KernelInfo {
   std::vector<size_t> param_offsets, param_sizes;  // by ordinal
   size_t static_smem = 0;
-  int regs = 0;         // per thread (the module-wide .nv.info's EIATTR_REGCOUNT)
+  int regs = -1;        // per thread (the module-wide .nv.info's EIATTR_REGCOUNT); -1: none
   int max_threads = 0;  // __launch_bounds__'s first argument (EIATTR_MAX_THREADS); 0: none
 };
 

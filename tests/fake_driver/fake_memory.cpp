@@ -7,6 +7,8 @@
 // driver refuses them, and invalidate the capture.
 #include <sys/mman.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -18,20 +20,38 @@ namespace {
 
 constexpr size_t kWindowBytes = size_t{64} << 30;  // address space only: nothing is committed
 
-// The window's first address, or 0 when it could not be reserved.
+// The window's first address, or 0 when it could not be reserved (said once on stderr).
 uintptr_t window() {
   static const uintptr_t base = [] {
     void* p =
         mmap(nullptr, kWindowBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? uintptr_t{0} : reinterpret_cast<uintptr_t>(p);
+    if (p != MAP_FAILED) return reinterpret_cast<uintptr_t>(p);
+    std::fprintf(stderr, "kjit fake driver: cannot reserve %zu bytes of address space: %s\n",
+                 kWindowBytes, std::strerror(errno));
+    return uintptr_t{0};
   }();
   return base;
 }
 
-// The host bytes behind [p, p + n); fails the call that asks for another range.
-#define KJIT_FAKE_HOST(var, p, n) \
-  void* var = host_of(p, n);      \
-  if (!var) return CUDA_ERROR_INVALID_VALUE
+// Device ranges resolved to the host bytes behind them, under the memory lock for as long as the
+// Access lives: a cuMemFree racing a copy waits for it, as the driver's waits for pending work.
+class Access {
+ public:
+  Access() : lock_(state().mem_mu) {}
+  // The host bytes behind [p, p + n), or null when that is not inside one live allocation.
+  void* host(CUdeviceptr p, size_t n) const {
+    const auto& all = state().allocations;
+    auto it = all.upper_bound(static_cast<uintptr_t>(p));
+    if (it == all.begin()) return nullptr;
+    --it;
+    const size_t off = p - it->first, bytes = it->second.bytes;
+    if (off > bytes || n > bytes - off) return nullptr;
+    return it->second.host.get() + off;
+  }
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+};
 
 // A copy or memset enqueued on s: a node of s's capture (nothing done now), or `work` now.
 template <class Work>
@@ -43,17 +63,6 @@ CUresult enqueue(CUstream s, CUgraphNodeType type, Work work) {
 }
 
 }  // namespace
-
-void* host_of(CUdeviceptr p, size_t n) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mem_mu);
-  auto it = s.allocations.upper_bound(static_cast<uintptr_t>(p));
-  if (it == s.allocations.begin()) return nullptr;
-  --it;
-  const size_t off = p - it->first, bytes = it->second.bytes;
-  if (off > bytes || n > bytes - off) return nullptr;
-  return it->second.host.get() + off;
-}
 
 CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
   if (current() != primary()) return CUDA_ERROR_INVALID_CONTEXT;
@@ -85,52 +94,68 @@ CUresult cuMemFree(CUdeviceptr p) {
 }
 CUresult cuMemcpyHtoD(CUdeviceptr d, const void* h, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  KJIT_FAKE_HOST(dst, d, n);
+  const Access a;
+  void* dst = a.host(d, n);
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
   std::memcpy(dst, h, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH(void* h, CUdeviceptr d, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  KJIT_FAKE_HOST(src, d, n);
+  const Access a;
+  const void* src = a.host(d, n);
+  if (!src) return CUDA_ERROR_INVALID_VALUE;
   std::memcpy(h, src, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoD(CUdeviceptr d, CUdeviceptr s, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  KJIT_FAKE_HOST(dst, d, n);
-  KJIT_FAKE_HOST(src, s, n);
+  const Access a;
+  void *dst = a.host(d, n), *src = a.host(s, n);
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
   std::memmove(dst, src, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  KJIT_FAKE_HOST(dst, d, n);
+  const Access a;
+  void* dst = a.host(d, n);
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
   std::memset(dst, v, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  KJIT_FAKE_HOST(dst, d, n);
+  const Access a;
+  void* dst = a.host(d, n);
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
   return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] { std::memset(dst, v, n); });
 }
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
-  if (n > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
-  KJIT_FAKE_HOST(dst, d, n * 4);
+  if (d % 4 != 0 || n > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
+  const Access a;
+  void* dst = a.host(d, n * 4);
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
   return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] {
     auto* p = static_cast<unsigned*>(dst);
     for (size_t i = 0; i < n; ++i) p[i] = v;
   });
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void* h, size_t n, CUstream s) {
-  KJIT_FAKE_HOST(dst, d, n);
+  const Access a;
+  void* dst = a.host(d, n);
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
   return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(dst, h, n); });
 }
 CUresult cuMemcpyDtoHAsync(void* h, CUdeviceptr d, size_t n, CUstream s) {
-  KJIT_FAKE_HOST(src, d, n);
+  const Access a;
+  const void* src = a.host(d, n);
+  if (!src) return CUDA_ERROR_INVALID_VALUE;
   return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(h, src, n); });
 }
 CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
-  KJIT_FAKE_HOST(dst, d, n);
-  KJIT_FAKE_HOST(src, s, n);
+  const Access a;
+  void *dst = a.host(d, n), *src = a.host(s, n);
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
   return enqueue(st, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memmove(dst, src, n); });
 }
 

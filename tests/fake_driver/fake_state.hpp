@@ -116,9 +116,6 @@ inline Function* fn_of(CUfunction f) {
 // The stream a handle names (the legacy and the calling thread's per-thread stream included);
 // null for a handle that is no stream.
 Stream* stream_of(CUstream s);
-// The host bytes behind device range [p, p + n), which must lie inside one live allocation;
-// null when it does not.
-void* host_of(CUdeviceptr p, size_t n);
 
 // A call that a capture under way forbids (an allocation, a synchronous copy, a synchronize):
 // true when one does (a global-mode capture anywhere, or one this thread began in thread-local

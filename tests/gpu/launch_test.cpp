@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -518,14 +519,23 @@ __global__ void __launch_bounds__(kThreads) bounded(float* y) {
   y[blockIdx.x * blockDim.x + threadIdx.x] = 1.f;
 }
 template <int kN>
-__global__ void heavy(const float* x, float* y) {
+__global__ void __maxnreg__(104) heavy(const float* x, float* y) {
   const int base = (blockIdx.x * blockDim.x + threadIdx.x) * kN;
   float v[kN];
 #pragma unroll
   for (int i = 0; i < kN; ++i) v[i] = x[base + i];
 #pragma unroll
-  for (int i = 0; i < kN; ++i) y[base + i] = v[kN - 1 - i] * v[i];
+  for (int i = 0; i < kN; ++i) y[base + i] = v[i] * v[(i * 37 + 1) % kN];
 })";
+
+// Warps of a kernel with `regs` registers per thread that one SM's registers hold: registers go
+// to a warp 8 per thread at a time, from four banks of 16K (one per SM sub-partition) that each
+// hold whole warps. An H200 gives a 104-register kernel at most 512 threads per block and 16
+// one-warp blocks per SM (twenty-sixth session); the CUDA toolkit's cuda_occupancy.h agrees.
+int warps_by_registers(int regs) {
+  const int per_warp = (regs + 7) / 8 * 8 * 32;
+  return 16384 / per_warp * 4;
+}
 
 // The Error(Cuda) a launch raises, as its message; "" when it launched.
 template <class Fn>
@@ -536,8 +546,9 @@ std::string cuda_error_of(Fn fn) {
 }  // namespace
 
 // The driver reports a kernel's own limits (num_registers, max_threads_per_block) and refuses a
-// block past them; kjit passes both on and names the kernel. The fake driver (host suite) models
-// the same rules from the cubin, and this case runs on both.
+// block past them; kjit passes both on, names the kernel, and fits() says no (the driver's
+// occupancy query alone would count blocks past the launch bounds). The fake driver models the
+// same rules from the cubin, and this case runs on both.
 TEST_CASE("a kernel's launch bounds and registers cap its block; a launch past them is refused" *
           doctest::test_suite("host_logic")) {
   auto& rt = runtime();
@@ -558,16 +569,19 @@ TEST_CASE("a kernel's launch bounds and registers cap its block; a launch past t
   cfg.block.x = 256;
   CHECK_FALSE(bounded.fits(cfg));
   const std::string past_bounds = cuda_error_of([&] { bounded(stream, cfg, y.ptr()); });
-  MESSAGE("256 threads past __launch_bounds__(128): " << past_bounds);
   CHECK(past_bounds.find("bounded<128>") != std::string::npos);
+  CHECK(past_bounds.find("CUDA_ERROR_INVALID_VALUE") != std::string::npos);
 
   kjit::Spec heavy_spec("test/limits.cuh", "heavy");
   const kjit::Kernel heavy = rt.kernel(heavy_spec.value(kN));
-  const int cap = heavy.max_threads_per_block();
-  MESSAGE("heavy<" << kN << ">: " << heavy.num_registers() << " registers, at most " << cap
-                   << " threads per block");
-  REQUIRE(heavy.num_registers() > 64);  // so that 1024 threads cannot share 64K registers
-  REQUIRE((cap >= 32 && cap < 1024 && cap % 32 == 0));
+  const int regs = heavy.num_registers(), cap = heavy.max_threads_per_block();
+  MESSAGE("heavy<" << kN << ">: " << regs << " registers, at most " << cap << " threads per block");
+  REQUIRE((regs > 64 && regs <= 104));  // so that 1024 threads cannot share 64K registers
+  CHECK(cap == std::min(1024, warps_by_registers(regs) * 32));
+  // One-warp blocks: as many per SM as the registers hold (at most 32).
+  cfg.block.x = 32;
+  CHECK(heavy.resident_ctas(cfg) ==
+        int64_t{std::min(32, warps_by_registers(regs))} * rt.props().context_sm_count);
   cfg.block.x = static_cast<unsigned>(cap);
   CHECK(heavy.fits(cfg));
   CHECK(cuda_error_of([&] { heavy(stream, cfg, x.ptr(), y.ptr()); }) == "");

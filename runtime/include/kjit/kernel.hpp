@@ -48,7 +48,8 @@ class Kernel {
   void launch(CUstream stream, const LaunchConfig& cfg, void** params) const;
 
   // Whether the device can run at least one CTA (with clusters: one cluster) of cfg at a time;
-  // for a cooperative cfg, the whole grid at once.
+  // for a cooperative cfg, the whole grid at once. A block over max_threads_per_block() (the
+  // kernel's __launch_bounds__, or what its registers allow) never fits.
   // Raises the function's limits cfg needs, as launch() would; false when the driver refuses
   // them (e.g. more shared memory than a block may have) or calls the shape invalid. Other
   // driver errors throw Error(Cuda); bad dimensions throw InvalidArgument, as for launch().
