@@ -53,6 +53,20 @@ class Access {
   std::lock_guard<std::mutex> lock_;
 };
 
+// work(the host bytes behind [d, d + n)) under the memory lock; INVALID_VALUE when the range is
+// not inside one live allocation.
+template <class Work>
+CUresult on_device(CUdeviceptr d, size_t n, Work work) {
+  const Access a;
+  void* p = a.host(d, n);
+  return p ? work(p) : CUDA_ERROR_INVALID_VALUE;
+}
+
+// A synchronous copy or memset, done.
+CUresult done(void*) {
+  return CUDA_SUCCESS;
+}
+
 // A copy or memset enqueued on s: a node of s's capture (nothing done now), or `work` now.
 template <class Work>
 CUresult enqueue(CUstream s, CUgraphNodeType type, Work work) {
@@ -94,63 +108,45 @@ CUresult cuMemFree(CUdeviceptr p) {
 }
 CUresult cuMemcpyHtoD(CUdeviceptr d, const void* h, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  const Access a;
-  void* dst = a.host(d, n);
-  if (!dst) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(dst, h, n);
-  return CUDA_SUCCESS;
+  return on_device(d, n, [&](void* dst) { return done(std::memcpy(dst, h, n)); });
 }
 CUresult cuMemcpyDtoH(void* h, CUdeviceptr d, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  const Access a;
-  const void* src = a.host(d, n);
-  if (!src) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(h, src, n);
-  return CUDA_SUCCESS;
+  return on_device(d, n, [&](void* src) { return done(std::memcpy(h, src, n)); });
 }
 CUresult cuMemcpyDtoD(CUdeviceptr d, CUdeviceptr s, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   const Access a;
   void *dst = a.host(d, n), *src = a.host(s, n);
-  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
-  std::memmove(dst, src, n);
-  return CUDA_SUCCESS;
+  return dst && src ? done(std::memmove(dst, src, n)) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   if (capture_forbids()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  const Access a;
-  void* dst = a.host(d, n);
-  if (!dst) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(dst, v, n);
-  return CUDA_SUCCESS;
+  return on_device(d, n, [&](void* dst) { return done(std::memset(dst, v, n)); });
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  const Access a;
-  void* dst = a.host(d, n);
-  if (!dst) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] { std::memset(dst, v, n); });
+  return on_device(d, n, [&](void* dst) {
+    return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] { std::memset(dst, v, n); });
+  });
 }
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
   if (d % 4 != 0 || n > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
-  const Access a;
-  void* dst = a.host(d, n * 4);
-  if (!dst) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] {
-    auto* p = static_cast<unsigned*>(dst);
-    for (size_t i = 0; i < n; ++i) p[i] = v;
+  return on_device(d, n * 4, [&](void* dst) {
+    return enqueue(s, CU_GRAPH_NODE_TYPE_MEMSET, [&] {
+      auto* p = static_cast<unsigned*>(dst);
+      for (size_t i = 0; i < n; ++i) p[i] = v;
+    });
   });
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void* h, size_t n, CUstream s) {
-  const Access a;
-  void* dst = a.host(d, n);
-  if (!dst) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(dst, h, n); });
+  return on_device(d, n, [&](void* dst) {
+    return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(dst, h, n); });
+  });
 }
 CUresult cuMemcpyDtoHAsync(void* h, CUdeviceptr d, size_t n, CUstream s) {
-  const Access a;
-  const void* src = a.host(d, n);
-  if (!src) return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(h, src, n); });
+  return on_device(d, n, [&](void* src) {
+    return enqueue(s, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { std::memcpy(h, src, n); });
+  });
 }
 CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
   const Access a;
